@@ -1,0 +1,66 @@
+"""The ``GraphStore`` protocol every builder writes to and every retriever reads from."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Literal, Optional, Protocol, runtime_checkable
+
+from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
+
+Direction = Literal["out", "in", "both"]
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    """Small core of graph operations; batch methods may simply loop.
+
+    Node lists returned by ``nodes`` are in story order (``pos``). Deleting a node deletes its
+    edges, so no operation can leave a dangling edge behind.
+    """
+
+    def upsert_nodes(self, nodes: Iterable[GraphNode]) -> None: ...
+
+    def upsert_edges(self, edges: Iterable[GraphEdge]) -> None: ...
+
+    def get_node(self, node_id: str) -> Optional[GraphNode]: ...
+
+    def get_nodes(self, node_ids: Iterable[str]) -> list[GraphNode]: ...
+
+    def has_node(self, node_id: str) -> bool: ...
+
+    def nodes(
+        self, kind: Optional[NodeKind] = None, doc_id: Optional[str] = None
+    ) -> list[GraphNode]: ...
+
+    def edges(
+        self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None
+    ) -> list[GraphEdge]: ...
+
+    def edges_of(
+        self,
+        node_id: str,
+        kinds: Optional[Iterable[EdgeKind]] = None,
+        direction: Direction = "both",
+    ) -> list[GraphEdge]: ...
+
+    def neighbors(
+        self,
+        node_id: str,
+        kinds: Optional[Iterable[EdgeKind]] = None,
+        direction: Direction = "both",
+    ) -> list[GraphNode]: ...
+
+    def subgraph_edges(
+        self, node_ids: Iterable[str], kinds: Optional[Iterable[EdgeKind]] = None
+    ) -> list[GraphEdge]: ...
+
+    def delete_nodes(self, node_ids: Iterable[str]) -> None: ...
+
+    def delete_doc(self, doc_id: str) -> set[str]: ...
+
+    def doc_ids(self) -> list[str]: ...
+
+    def counts(self) -> dict[str, dict[str, int]]: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def persist(self, persist_path: str) -> None: ...
