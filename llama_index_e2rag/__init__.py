@@ -1,3 +1,45 @@
-"""llama-index-e2rag: time- and causality-aware retrieval over long narratives."""
+"""llama-index-e2rag: time- and causality-aware retrieval over long narratives.
+
+Importing the package registers ``E2RAGIndex`` with llama-index's ``load_index_from_storage``;
+everything else (spaCy, onnxruntime, LLM clients) loads lazily on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "E2RAGIndex": "llama_index_e2rag.index",
+    "ChronoLayerBuilder": "llama_index_e2rag.extract.chrono",
+    "ChronoRetriever": "llama_index_e2rag.retrievers.chrono",
+    "ContextBundle": "llama_index_e2rag.context",
+    "EdgeKind": "llama_index_e2rag.schema",
+    "EntityEventExtractor": "llama_index_e2rag.extract.e2rag",
+    "EntityEventRetriever": "llama_index_e2rag.retrievers.entity_event",
+    "ExtractiveSynthesizer": "llama_index_e2rag.extractive",
+    "GraphEdge": "llama_index_e2rag.schema",
+    "GraphNode": "llama_index_e2rag.schema",
+    "GraphStore": "llama_index_e2rag.graph",
+    "GroundedExtractor": "llama_index_e2rag.extract.grounded",
+    "GroundedGraphRetriever": "llama_index_e2rag.retrievers.grounded",
+    "LLMRunner": "llama_index_e2rag.llm",
+    "MiniLMEmbedding": "llama_index_e2rag.embeddings",
+    "NetworkXGraphStore": "llama_index_e2rag.graph",
+    "NodeKind": "llama_index_e2rag.schema",
+    "ResponseCache": "llama_index_e2rag.llm",
+}
+
+__all__ = ["__version__", *sorted(_LAZY)]
+
+
+def __getattr__(name: str) -> Any:
+    """Import heavy components only when a user asks for them."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llama_index_e2rag' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
