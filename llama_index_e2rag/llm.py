@@ -1,0 +1,590 @@
+"""The one door to LLMs: structured output, retries, JSON repair, a persistent cache, accounting.
+
+Every LLM call of the library goes through ``LLMRunner`` so that one place decides how structured
+output is obtained (function calling where the model has it, else JSON parsed from text with one
+repair round), how failures are retried, how many calls run at once, which answers are reused from
+the cache (an interrupted build resumes without paying twice), and what was spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Coroutine, Optional, Type, TypeVar, Union
+
+from llama_index.core import Settings
+from llama_index.core.async_utils import asyncio_run
+from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from pydantic import BaseModel, ValidationError
+
+from llama_index_e2rag.errors import LLMOutputError, MissingModelError
+
+logger = logging.getLogger(__name__)
+
+Model = TypeVar("Model", bound=BaseModel)
+T = TypeVar("T")
+PromptLike = Union[BasePromptTemplate, str]
+
+CACHE_VERSION = 1
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+
+JSON_REPAIR_PROMPT = PromptTemplate(
+    """---Task: json_repair---
+Your previous answer to the task below could not be used.
+
+---Original task---
+{prompt}
+---Your answer---
+{output}
+---Problem---
+{error}
+---Instructions---
+Answer the original task again. Reply with exactly one JSON object that follows this JSON schema, \
+with no prose and no code fences:
+{schema}
+"""
+)
+
+
+def resolve_llm(llm: Optional[LLM] = None) -> Optional[LLM]:
+    """The LLM to use: explicit > user-set ``Settings.llm`` > OpenAI if a key is set > None.
+
+    ``Settings._llm`` is read directly because the ``Settings.llm`` property would build
+    llama-index's OpenAI default (and fail without a key). A ``MockLLM`` there is what
+    ``Settings.llm = None`` leaves behind, i.e. the user asked for no LLM: we return None.
+    """
+    if llm is not None:
+        return llm
+    user_llm = getattr(Settings, "_llm", None)
+    if user_llm is not None:
+        from llama_index.core.llms.mock import MockLLM
+
+        return None if isinstance(user_llm, MockLLM) else user_llm
+    if os.environ.get("OPENAI_API_KEY"):
+        try:
+            from llama_index.llms.openai import OpenAI
+        except ImportError as exc:
+            raise MissingModelError(
+                "OPENAI_API_KEY is set but llama-index-llms-openai is not installed; "
+                "pip install 'llama-index-e2rag[openai]' or pass llm=... explicitly."
+            ) from exc
+        return OpenAI(model=DEFAULT_OPENAI_MODEL)
+    return None
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine from sync code (also inside a running loop, e.g. Jupyter).
+
+    Uses llama-index's ``asyncio_run`` but carries exceptions out as values: ``asyncio_run``
+    treats any ``RuntimeError`` raised *by the coroutine* as a loop problem, retries the spent
+    coroutine and reports "Detected nested async" instead of the real error.
+    """
+
+    async def captured() -> tuple[Optional[T], Optional[BaseException]]:
+        try:
+            return await coro, None
+        except Exception as exc:  # noqa: BLE001 - re-raised below, outside asyncio_run
+            return None, exc
+
+    result, error = asyncio_run(captured())
+    if error is not None:
+        raise error
+    return result  # type: ignore[return-value]
+
+
+# -- accounting -------------------------------------------------------------------------------
+
+
+@dataclass
+class LLMStats:
+    """What the runner spent: requests sent, answers reused, failures, tokens.
+
+    ``calls`` counts every request sent to the LLM (retried attempts and JSON repairs included);
+    ``failures`` counts runner calls that ended in an error after retries and repair.
+    """
+
+    calls: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    retries: int = 0
+    repairs: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls_by_kind: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
+
+    def add(self, kind: Optional[str] = None, **deltas: int) -> None:
+        """Thread-safe increments (sync wrappers may run in worker threads)."""
+        with self._lock:
+            for name, delta in deltas.items():
+                setattr(self, name, getattr(self, name) + delta)
+            if kind is not None and deltas.get("calls"):
+                self.calls_by_kind[kind] = self.calls_by_kind.get(kind, 0) + deltas["calls"]
+
+    def as_dict(self) -> dict[str, Any]:
+        with self._lock:
+            data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_lock"}
+            data["calls_by_kind"] = dict(self.calls_by_kind)
+        return data
+
+
+_WORD_PIECES = re.compile(r"\w{1,4}|[^\w\s]")
+
+
+def count_tokens(text: str) -> int:
+    """cl100k_base token count, offline.
+
+    llama-index-core ships the cl100k_base vocabulary in its package data and its
+    ``get_tokenizer()`` loads it from there (no download). If that ever fails, a word-piece
+    estimate (runs of up to four word characters, each punctuation mark) stands in; it is within
+    ~20% of cl100k on English prose.
+    """
+    try:
+        from llama_index.core.utils import get_tokenizer
+
+        return len(get_tokenizer()(text))
+    except Exception:  # noqa: BLE001 - any tokenizer trouble falls back to the estimate
+        return len(_WORD_PIECES.findall(text))
+
+
+def _usage_of(response: Any) -> tuple[Optional[int], Optional[int]]:
+    """(prompt, completion) tokens the provider reported, if it did."""
+    extra = getattr(response, "additional_kwargs", None) or {}
+    usage: Any = extra if "prompt_tokens" in extra or "input_tokens" in extra else None
+    if usage is None:
+        raw = getattr(response, "raw", None)
+        usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
+    if usage is None:
+        return None, None
+
+    def read(*names: str) -> Optional[int]:
+        for name in names:
+            value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
+            if isinstance(value, int):
+                return value
+        return None
+
+    return read("prompt_tokens", "input_tokens"), read("completion_tokens", "output_tokens")
+
+
+# -- persistent cache -------------------------------------------------------------------------
+
+
+class ResponseCache:
+    """Persistent answer cache: a JSON snapshot plus an append-only journal beside it.
+
+    Each ``put`` appends one line to ``<path>.journal`` (so an interrupted build loses at most the
+    calls in flight, without rewriting a large file per call); every ``compact_every`` entries, and
+    on ``flush()``, the snapshot is rewritten atomically (temp file + rename) and the journal
+    dropped. Loading replays the journal over the snapshot and skips a torn last line. One
+    process per cache file.
+    """
+
+    def __init__(self, path: Union[str, os.PathLike, None] = None, *, compact_every: int = 256):
+        self.path = Path(path) if path is not None else None
+        self.compact_every = max(1, compact_every)
+        self._entries: dict[str, str] = {}
+        self._journal_entries = 0
+        self._lock = threading.Lock()
+        if self.path is not None:
+            self._load()
+
+    @property
+    def journal_path(self) -> Optional[Path]:
+        return None if self.path is None else self.path.with_name(self.path.name + ".journal")
+
+    @staticmethod
+    def make_key(model: str, kind: str, prompt: str) -> str:
+        """sha256 of model name, prompt kind and the full prompt text."""
+        return hashlib.sha256("\x1f".join([model, kind, prompt]).encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> Optional[str]:
+        return self._entries.get(key)
+
+    def put(self, key: str, value: str) -> None:
+        with self._lock:
+            self._entries[key] = value
+            if self.journal_path is None:
+                return
+            self.journal_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.journal_path, "a", encoding="utf-8") as journal:
+                journal.write(json.dumps({"k": key, "v": value}, ensure_ascii=False) + "\n")
+            self._journal_entries += 1
+            if self._journal_entries >= self.compact_every:
+                self._write_snapshot()
+
+    def flush(self) -> None:
+        """Write the snapshot and drop the journal (call at the end of a build)."""
+        with self._lock:
+            if self.path is not None and (self._journal_entries or not self.path.exists()):
+                self._write_snapshot()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def _write_snapshot(self) -> None:
+        assert self.path is not None and self.journal_path is not None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"version": CACHE_VERSION, "entries": self._entries}
+        fd, tmp = tempfile.mkstemp(prefix=self.path.name, suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(payload, out, ensure_ascii=False)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        with contextlib.suppress(FileNotFoundError):
+            self.journal_path.unlink()
+        self._journal_entries = 0
+
+    def _load(self) -> None:
+        assert self.path is not None and self.journal_path is not None
+        if self.path.exists():
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                if data.get("version") != CACHE_VERSION:
+                    raise ValueError(f"unsupported cache version {data.get('version')!r}")
+                self._entries.update(
+                    {str(k): str(v) for k, v in dict(data.get("entries", {})).items()}
+                )
+            except (ValueError, AttributeError, TypeError) as exc:
+                logger.warning(
+                    "Ignoring unreadable LLM cache %s (%s); it will be rewritten.", self.path, exc
+                )
+        if self.journal_path.exists():
+            for line in self.journal_path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                    self._entries[str(record["k"])] = str(record["v"])
+                    self._journal_entries += 1
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line torn by an interruption
+
+
+# -- JSON from text ---------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+class OutputParseError(ValueError):
+    """Internal: an answer held no JSON matching the output model (message goes to the repair)."""
+
+
+def _json_candidates(text: str) -> list[Any]:
+    """JSON values found in an answer: fenced blocks first, then every decodable '{' / '['."""
+    decoder = json.JSONDecoder()
+    sources = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    values: list[Any] = []
+    for source in sources:
+        for match in re.finditer(r"[\[{]", source):
+            try:
+                value, _ = decoder.raw_decode(source, match.start())
+            except ValueError:
+                continue
+            values.append(value)
+    return values
+
+
+def parse_json_output(text: str, output_cls: Type[Model]) -> Model:
+    """The first JSON value in ``text`` that validates as ``output_cls``.
+
+    Tolerates prose and code fences around the JSON, and a bare list for a model with a single
+    list field (``[...]`` for ``{"entities": [...]}``). Objects sharing no key with the model are
+    skipped rather than read as an all-defaults (empty) answer.
+    """
+    candidates = _json_candidates(text)
+    if not candidates:
+        raise OutputParseError("the answer contains no JSON object")
+    list_fields = [
+        name
+        for name, info in output_cls.model_fields.items()
+        if getattr(info.annotation, "__origin__", None) is list
+    ]
+    first_error: Optional[str] = None
+    for value in candidates:
+        if isinstance(value, list) and len(list_fields) == 1:
+            value = {list_fields[0]: value}
+        if isinstance(value, dict) and not value.keys() & output_cls.model_fields.keys():
+            # e.g. a schema echoed back: it would validate as all-defaults, i.e. as "nothing"
+            first_error = first_error or f"no JSON object has the keys of {output_cls.__name__}"
+            continue
+        try:
+            return output_cls.model_validate(value)
+        except ValidationError as exc:
+            first_error = first_error or str(exc)
+    raise OutputParseError(f"the JSON does not match {output_cls.__name__}: {first_error}")
+
+
+# -- the runner -------------------------------------------------------------------------------
+
+
+class LLMRunner:
+    """Structured and text calls to one LLM with retries, repair, cache, bounded concurrency.
+
+    Args:
+        llm: any llama-index LLM.
+        cache: a ``ResponseCache``, a path for one, or None (no caching).
+        num_workers: most LLM requests in flight at once (per event loop, and across threads
+            for the sync methods).
+        max_retries: further attempts after an exception, waiting ``backoff * 2**attempt`` s.
+        backoff: first retry delay in seconds.
+        use_function_calling: force or forbid the function-calling path; default: the LLM's
+            ``metadata.is_function_calling_model``.
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        cache: Union[ResponseCache, str, os.PathLike, None] = None,
+        num_workers: int = 4,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        use_function_calling: Optional[bool] = None,
+    ) -> None:
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if max_retries < 0 or backoff < 0:
+            raise ValueError("max_retries and backoff must be >= 0")
+        self.llm = llm
+        self.cache = (
+            cache if isinstance(cache, ResponseCache) or cache is None else ResponseCache(cache)
+        )
+        self.num_workers = num_workers
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.function_calling = (
+            bool(llm.metadata.is_function_calling_model)
+            if use_function_calling is None
+            else use_function_calling
+        )
+        self.stats = LLMStats()
+        self._thread_slots = threading.BoundedSemaphore(num_workers)
+        self._loop_slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+    @property
+    def model_name(self) -> str:
+        """Cache namespace: the LLM class and model name."""
+        return f"{type(self.llm).__name__}/{self.llm.metadata.model_name}"
+
+    def flush(self) -> None:
+        """Persist the cache snapshot (the journal already holds every answer)."""
+        if self.cache is not None:
+            self.cache.flush()
+
+    # public API ---------------------------------------------------------------------------
+
+    def structured(
+        self, prompt: PromptLike, output_cls: Type[Model], *, kind: str, **prompt_args: Any
+    ) -> Model:
+        """``output_cls`` filled by the LLM from ``prompt`` (sync; uses the LLM's sync methods)."""
+        return run_sync(self._structured(prompt, output_cls, kind, prompt_args, blocking=True))
+
+    async def astructured(
+        self, prompt: PromptLike, output_cls: Type[Model], *, kind: str, **prompt_args: Any
+    ) -> Model:
+        """Async ``structured``."""
+        return await self._structured(prompt, output_cls, kind, prompt_args, blocking=False)
+
+    def complete(self, prompt: PromptLike, *, kind: str, **prompt_args: Any) -> str:
+        """The LLM's text answer to ``prompt`` (sync)."""
+        return run_sync(self._complete(prompt, kind, prompt_args, blocking=True))
+
+    async def acomplete(self, prompt: PromptLike, *, kind: str, **prompt_args: Any) -> str:
+        """Async ``complete``."""
+        return await self._complete(prompt, kind, prompt_args, blocking=False)
+
+    # internals ----------------------------------------------------------------------------
+
+    def _format(
+        self, prompt: PromptLike, prompt_args: dict[str, Any]
+    ) -> tuple[BasePromptTemplate, str]:
+        template = PromptTemplate(prompt) if isinstance(prompt, str) else prompt
+        if isinstance(prompt, str) and not prompt_args:
+            return template, prompt
+        return template, template.format(llm=self.llm, **prompt_args)
+
+    def _cache_get(self, key: str) -> Optional[str]:
+        return self.cache.get(key) if self.cache is not None else None
+
+    def _cache_put(self, key: str, value: str) -> None:
+        if self.cache is not None:
+            self.cache.put(key, value)
+
+    async def _complete(
+        self, prompt: PromptLike, kind: str, prompt_args: dict[str, Any], *, blocking: bool
+    ) -> str:
+        _, text = self._format(prompt, prompt_args)
+        key = ResponseCache.make_key(self.model_name, f"{kind}:text", text)
+        cached = self._cache_get(key)
+        if cached is not None:
+            self.stats.add(cache_hits=1)
+            return cached
+        try:
+            answer = await self._text_call(text, kind, blocking)
+        except Exception:
+            self.stats.add(failures=1)
+            raise
+        self._cache_put(key, answer)
+        return answer
+
+    async def _structured(
+        self,
+        prompt: PromptLike,
+        output_cls: Type[Model],
+        kind: str,
+        prompt_args: dict[str, Any],
+        *,
+        blocking: bool,
+    ) -> Model:
+        template, text = self._format(prompt, prompt_args)
+        key = ResponseCache.make_key(self.model_name, f"{kind}:{output_cls.__name__}", text)
+        cached = self._cache_get(key)
+        if cached is not None:
+            try:
+                result = output_cls.model_validate_json(cached)
+                self.stats.add(cache_hits=1)
+                return result
+            except ValidationError:
+                logger.warning("Cached %s answer no longer validates; asking again.", kind)
+        try:
+            if self.function_calling:
+                result = await self._function_call(
+                    template, text, output_cls, kind, prompt_args, blocking
+                )
+            else:
+                result = await self._parsed_call(text, output_cls, kind, blocking)
+        except Exception:
+            self.stats.add(failures=1)
+            raise
+        self._cache_put(key, result.model_dump_json())
+        return result
+
+    async def _parsed_call(
+        self, text: str, output_cls: Type[Model], kind: str, blocking: bool
+    ) -> Model:
+        """Text completion parsed as JSON, with one repair round showing the LLM its mistake."""
+        answer = await self._text_call(text, kind, blocking)
+        try:
+            return parse_json_output(answer, output_cls)
+        except OutputParseError as first_error:
+            repair = JSON_REPAIR_PROMPT.format(
+                prompt=text,
+                output=answer,
+                error=str(first_error),
+                schema=json.dumps(output_cls.model_json_schema()),
+            )
+            self.stats.add(repairs=1)
+            repaired = await self._text_call(repair, kind, blocking)
+            try:
+                return parse_json_output(repaired, output_cls)
+            except OutputParseError as second_error:
+                raise LLMOutputError(
+                    f"The LLM's {kind} answer could not be parsed as {output_cls.__name__}, "
+                    f"even after one repair round: {second_error}. Answer began: "
+                    f"{repaired[:200]!r}. Try a stronger model or a function-calling one."
+                ) from second_error
+
+    async def _function_call(
+        self,
+        template: BasePromptTemplate,
+        text: str,
+        output_cls: Type[Model],
+        kind: str,
+        prompt_args: dict[str, Any],
+        blocking: bool,
+    ) -> Model:
+        """llama-index's function-calling structured prediction; tokens are estimated (the
+        program hides the provider's usage report)."""
+        predict = self.llm.structured_predict if blocking else self.llm.astructured_predict
+        call = functools.partial(predict, output_cls, template, **prompt_args)
+        try:
+            result = await self._with_retries(call, kind, blocking)
+        except (ValueError, TypeError) as exc:
+            raise LLMOutputError(
+                f"The LLM's {kind} function call did not yield a valid {output_cls.__name__}: {exc}"
+            ) from exc
+        self.stats.add(
+            prompt_tokens=count_tokens(text),
+            completion_tokens=count_tokens(result.model_dump_json()),
+        )
+        return result
+
+    async def _text_call(self, text: str, kind: str, blocking: bool) -> str:
+        """One completion (with retries); records the provider's token usage or counts it."""
+        call = functools.partial(self.llm.complete if blocking else self.llm.acomplete, text)
+        response = await self._with_retries(call, kind, blocking)
+        answer = response.text or ""
+        prompt_tokens, completion_tokens = _usage_of(response)
+        self.stats.add(
+            prompt_tokens=count_tokens(text) if prompt_tokens is None else prompt_tokens,
+            completion_tokens=(
+                count_tokens(answer) if completion_tokens is None else completion_tokens
+            ),
+        )
+        return answer
+
+    async def _with_retries(self, call: Callable[[], Any], kind: str, blocking: bool) -> Any:
+        """Run ``call`` in a concurrency slot, retrying exceptions with exponential backoff."""
+        attempt = 0
+        while True:
+            try:
+                async with self._slot(blocking):
+                    self.stats.add(kind=kind, calls=1)
+                    result = call()
+                    return result if blocking else await result
+            except Exception as exc:
+                if attempt >= self.max_retries:
+                    raise
+                delay = self.backoff * 2**attempt
+                attempt += 1
+                self.stats.add(retries=1)
+                logger.warning(
+                    "LLM %s call failed (%s: %s); retry %d in %.2fs",
+                    kind,
+                    type(exc).__name__,
+                    exc,
+                    attempt,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, blocking: bool) -> AsyncIterator[None]:
+        """A concurrency slot, released on success, error and cancellation alike."""
+        if blocking:
+            self._thread_slots.acquire()
+            try:
+                yield
+            finally:
+                self._thread_slots.release()
+            return
+        loop = asyncio.get_running_loop()
+        semaphore = self._loop_slots.get(loop)
+        if semaphore is None:
+            # one semaphore per loop (an asyncio.Semaphore is bound to one); loops are kept by
+            # strong reference (uvloop's cannot be weakly referenced) and dropped once closed
+            self._loop_slots = {
+                lp: sem for lp, sem in self._loop_slots.items() if not lp.is_closed()
+            }
+            semaphore = self._loop_slots[loop] = asyncio.Semaphore(self.num_workers)
+        async with semaphore:
+            yield

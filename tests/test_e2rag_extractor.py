@@ -1,0 +1,217 @@
+"""EntityEventExtractor: per-chunk mentions and events, links, failures, passes, async path."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from scripted_llm import ScriptedLLM
+
+from llama_index_e2rag.extract.base import DOC_ORDER_KEY, EXTRACTION_ERROR_KEY, pop_graph
+from llama_index_e2rag.extract.e2rag import EntityEventExtractor
+from llama_index_e2rag.llm import LLMRunner
+from llama_index_e2rag.schema import EdgeKind, NodeKind
+
+CHAPTER_9 = "Hermione scolded Ron for breaking the rules. Ron ignored Hermione all day."
+CHAPTER_16 = "Hermione stole the ingredients for the potion. Snape never noticed the theft."
+
+
+def chunks(*texts: str, doc_id: str = "book", doc_order: int = 2) -> list[TextNode]:
+    """Chunk TextNodes the way the index hands them over (source, offsets, doc order)."""
+    nodes, offset = [], 0
+    for i, text in enumerate(texts):
+        node = TextNode(
+            id_=f"{doc_id}-chunk-{i}",
+            text=text,
+            start_char_idx=offset,
+            end_char_idx=offset + len(text),
+            metadata={DOC_ORDER_KEY: doc_order},
+        )
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc_id)
+        nodes.append(node)
+        offset += len(text) + 1
+    return nodes
+
+
+def extract(llm: ScriptedLLM, nodes, **kwargs):
+    extractor = EntityEventExtractor(llm_runner=LLMRunner(llm, backoff=0.0), **kwargs)
+    extractor(nodes)
+    return [pop_graph(node) for node in nodes]
+
+
+def test_same_name_in_two_chunks_gives_two_mentions_linked_to_their_own_events():
+    nodes = chunks(CHAPTER_9, CHAPTER_16)
+    (nodes_9, edges_9, err_9), (nodes_16, edges_16, err_16) = extract(ScriptedLLM(), nodes)
+    assert err_9 is None and err_16 is None
+    hermione_9 = next(n for n in nodes_9 if n.kind is NodeKind.MENTION and n.name == "Hermione")
+    hermione_16 = next(n for n in nodes_16 if n.kind is NodeKind.MENTION and n.name == "Hermione")
+    assert hermione_9.id != hermione_16.id
+    assert hermione_9.chunk_id == "book-chunk-0" and hermione_16.chunk_id == "book-chunk-1"
+    assert "breaking the rules" in hermione_9.text and "stole" in hermione_16.text
+    assert hermione_9.attrs == {
+        "entity_type": "Person",
+        "description": f"Hermione in this passage: {CHAPTER_9.split('. ')[0]}.",
+    }
+
+    events_9 = {n.id for n in nodes_9 if n.kind is NodeKind.EVENT}
+    events_16 = {n.id for n in nodes_16 if n.kind is NodeKind.EVENT}
+    linked_9 = {
+        e.target for e in edges_9 if e.kind is EdgeKind.PARTICIPATES and e.source == hermione_9.id
+    }
+    linked_16 = {
+        e.target for e in edges_16 if e.kind is EdgeKind.PARTICIPATES and e.source == hermione_16.id
+    }
+    assert linked_9 == events_9 and len(linked_9) == 2  # she is in both chapter-9 events
+    assert len(linked_16) == 1 and linked_16 < events_16  # only "stole", not Snape's
+    snape = next(n for n in nodes_16 if n.name == "Snape")
+    assert {
+        e.target for e in edges_16 if e.source == snape.id and e.kind is EdgeKind.PARTICIPATES
+    } == events_16 - linked_16
+
+
+def test_positions_spans_and_event_fields():
+    nodes = chunks(CHAPTER_9, CHAPTER_16)
+    (_, _, _), (graph_nodes, edges, _) = extract(ScriptedLLM(), nodes)
+    start = nodes[1].start_char_idx
+    snape = next(n for n in graph_nodes if n.name == "Snape")
+    offset = CHAPTER_16.index("Snape")
+    assert snape.pos == (2, start + offset, 1)
+    assert snape.span == (start + offset, start + offset + 5)
+    assert snape.doc_id == "book"
+    theft = next(n for n in graph_nodes if n.kind is NodeKind.EVENT and "theft" in n.text)
+    assert theft.name == "Snape never noticed the theft"
+    assert theft.text == "Snape never noticed the theft: Snape never noticed the theft."
+    assert theft.attrs == {
+        "description": "Snape never noticed the theft.",
+        "participants": ["Snape"],
+        "date": None,
+    }
+    assert theft.pos == (2, start + offset, 1)  # at its first participant
+    assert theft.span == (start, start + len(CHAPTER_16))
+    co = {(e.kind, e.source, e.target) for e in edges if e.kind is not EdgeKind.PARTICIPATES}
+    mentions = sorted((n for n in graph_nodes if n.kind is NodeKind.MENTION), key=lambda n: n.pos)
+    events = sorted((n for n in graph_nodes if n.kind is NodeKind.EVENT), key=lambda n: n.pos)
+    assert co == {
+        (EdgeKind.CO_MENTION, mentions[0].id, mentions[1].id),
+        (EdgeKind.CO_EVENT, events[0].id, events[1].id),
+    }
+
+
+def test_a_name_not_found_in_the_chunk_falls_back_to_the_chunk_start():
+    llm = ScriptedLLM(names=["Nobody Here"])
+    nodes = chunks("Filler words come first. Then Harry arrived at the castle gate.")
+    llm_answer = llm.entities_of(nodes[0].text)
+    assert all(e["name"] != "Nobody Here" for e in llm_answer)  # sanity: fake finds names only
+    llm.handlers["entity_extraction"] = lambda prompt: (
+        '{"entities": [{"name": "Nobody Here", "type": "Person", "description": "absent"}]}'
+    )
+    [(graph_nodes, _, _)] = extract(llm, nodes)
+    ghost = next(n for n in graph_nodes if n.kind is NodeKind.MENTION)
+    assert ghost.pos == (2, 0, 0) and ghost.span == (0, len(nodes[0].text))
+
+
+def test_rebuilding_gives_the_same_ids():
+    first = extract(ScriptedLLM(), chunks(CHAPTER_9, CHAPTER_16))
+    second = extract(ScriptedLLM(), chunks(CHAPTER_9, CHAPTER_16))
+    ids = lambda result: sorted(n.id for nodes, _, _ in result for n in nodes)  # noqa: E731
+    assert ids(first) == ids(second) and len(ids(first)) == len(set(ids(first))) > 0
+
+
+def test_two_passes_by_default_one_call_when_combined():
+    two = ScriptedLLM()
+    separate = extract(two, chunks(CHAPTER_9, CHAPTER_16))
+    assert two.calls_by_kind == {"entity_extraction": 2, "event_extraction": 2}
+    one = ScriptedLLM()
+    combined = extract(one, chunks(CHAPTER_9, CHAPTER_16), combined=True)
+    assert one.calls_by_kind == {"combined_extraction": 2}
+    texts = lambda result: sorted(n.text for nodes, _, _ in result for n in nodes)  # noqa: E731
+    assert texts(separate) == texts(combined)
+
+
+def test_a_malformed_chunk_is_recorded_and_the_others_are_extracted():
+    llm = ScriptedLLM(malformed_marker="POISON")
+    nodes = chunks(CHAPTER_9, "POISON chunk that Harry wrote badly.", CHAPTER_16)
+    extractor = EntityEventExtractor(llm_runner=LLMRunner(llm, backoff=0.0))
+    returned = extractor(nodes)
+    assert list(returned) == nodes  # the failed chunk stays, to be indexed as text
+    reason = nodes[1].metadata[EXTRACTION_ERROR_KEY]
+    assert "entity_extraction failed: LLMOutputError" in reason
+    assert "event_extraction failed: LLMOutputError" in reason
+    assert EXTRACTION_ERROR_KEY in nodes[1].excluded_embed_metadata_keys
+    results = [pop_graph(node) for node in nodes]
+    assert results[1][0] == [] and results[1][2] == reason
+    assert results[0][0] and results[2][0] and results[0][2] is None and results[2][2] is None
+    assert extractor.llm_runner.stats.failures == 2
+
+
+def test_a_failing_pass_keeps_what_the_other_pass_found():
+    llm = ScriptedLLM(fail_marker="---Task: event_extraction---")
+    nodes = chunks(CHAPTER_9)
+    extractor = EntityEventExtractor(llm_runner=LLMRunner(llm, max_retries=1, backoff=0.0))
+    extractor(nodes)
+    graph_nodes, _, reason = pop_graph(nodes[0])
+    assert {n.kind for n in graph_nodes} == {NodeKind.MENTION}
+    assert reason.startswith("event_extraction failed: RuntimeError: scripted failure")
+
+
+async def test_async_path_matches_sync_and_bounds_concurrency():
+    sync_nodes = chunks(CHAPTER_9, CHAPTER_16, "Harry flew. Ron followed Harry home.")
+    EntityEventExtractor(llm_runner=LLMRunner(ScriptedLLM()))(sync_nodes)
+    llm = ScriptedLLM(async_delay=0.01)
+    async_nodes = chunks(CHAPTER_9, CHAPTER_16, "Harry flew. Ron followed Harry home.")
+    runner = LLMRunner(llm, num_workers=2)
+    returned = await EntityEventExtractor(llm_runner=runner).acall(async_nodes)
+    assert len(returned) == 3 and llm.max_in_flight == 2
+    assert [pop_graph(n) for n in async_nodes] == [pop_graph(n) for n in sync_nodes]
+
+
+def test_prompts_are_overridable_and_cached_answers_are_reused(tmp_path):
+    custom = PromptTemplate(
+        "---Task: entity_extraction---\nCUSTOM PROMPT\n---Input Text---\n{text}\n---Output---\n"
+    )
+    llm = ScriptedLLM()
+    extractor = EntityEventExtractor(llm_runner=LLMRunner(llm, cache=tmp_path / "c.json"))
+    assert set(extractor.get_prompts()) == {"entity_prompt", "event_prompt", "combined_prompt"}
+    extractor.update_prompts({"entity_prompt": custom})
+    extractor(chunks(CHAPTER_9))
+    assert any("CUSTOM PROMPT" in p for p in llm.prompts)
+
+    again = ScriptedLLM()
+    rerun = EntityEventExtractor(llm_runner=LLMRunner(again, cache=tmp_path / "c.json"))
+    rerun.update_prompts({"entity_prompt": custom})
+    nodes = chunks(CHAPTER_9)
+    rerun(nodes)
+    assert again.prompts == [] and pop_graph(nodes[0])[0]
+
+
+def test_empty_chunks_make_no_calls():
+    llm = ScriptedLLM()
+    nodes = chunks("   \n ")
+    extract(llm, nodes)
+    assert llm.prompts == [] and EXTRACTION_ERROR_KEY not in nodes[0].metadata
+
+
+@pytest.mark.parametrize("combined", [False, True])
+def test_function_calling_llm_extracts_the_same_graph(combined):
+    plain = extract(ScriptedLLM(), chunks(CHAPTER_9), combined=combined)
+    tools = extract(ScriptedLLM(function_calling=True), chunks(CHAPTER_9), combined=combined)
+    assert tools == plain
+
+
+def test_runs_as_a_step_of_an_ingestion_pipeline():
+    from llama_index.core import Document
+    from llama_index.core.ingestion import IngestionPipeline
+    from llama_index.core.node_parser import SentenceSplitter
+
+    llm = ScriptedLLM()
+    pipeline = IngestionPipeline(
+        transformations=[
+            SentenceSplitter(chunk_size=64, chunk_overlap=0),
+            EntityEventExtractor(llm_runner=LLMRunner(llm)),
+        ]
+    )
+    nodes = pipeline.run(documents=[Document(text=f"{CHAPTER_9} {CHAPTER_16}", id_="book")])
+    graph_nodes = [n for node in nodes for n in pop_graph(node)[0]]
+    assert {n.doc_id for n in graph_nodes} == {"book"}
+    assert {n.name for n in graph_nodes if n.kind is NodeKind.MENTION} >= {"Hermione", "Snape"}
+    assert llm.calls_by_kind["entity_extraction"] == len(nodes)

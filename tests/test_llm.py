@@ -1,0 +1,356 @@
+"""LLMRunner: JSON parsing and repair, retries, concurrency, the persistent cache, accounting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from llama_index.core import Settings
+from pydantic import BaseModel
+from scripted_llm import ScriptedLLM
+
+from llama_index_e2rag import llm as llm_module
+from llama_index_e2rag.errors import LLMOutputError
+from llama_index_e2rag.extract.prompts import (
+    ENTITY_EXTRACTION_PROMPT,
+    EVENT_EXTRACTION_PROMPT,
+    HYPOTHETICAL_ANSWER_PROMPT,
+    QUERY_CUE_PROMPT,
+    EntityExtraction,
+    EventExtraction,
+    QueryCues,
+)
+from llama_index_e2rag.llm import (
+    LLMRunner,
+    OutputParseError,
+    ResponseCache,
+    count_tokens,
+    parse_json_output,
+    resolve_llm,
+)
+
+TEXT = "Harry caught the Snitch on Saturday. Snape glared at Harry from the stands."
+
+
+def entities(runner: LLMRunner, text: str = TEXT) -> EntityExtraction:
+    return runner.structured(
+        ENTITY_EXTRACTION_PROMPT, EntityExtraction, kind="entity_extraction", text=text
+    )
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+
+def test_parse_tolerates_prose_fences_and_bare_lists():
+    fenced = 'Sure!\n```json\n{"entities": [{"name": "Harry"}]}\n```\nAnything else?'
+    assert parse_json_output(fenced, EntityExtraction).entities[0].name == "Harry"
+    prose = 'The answer is {"events": [{"title": "Match", "participants": "Harry, Snape"}]} ok'
+    event = parse_json_output(prose, EventExtraction).events[0]
+    assert event.participants == ["Harry", "Snape"] and event.date is None
+    bare = '[{"name": "Ron", "type": "Person", "description": null}]'
+    assert parse_json_output(bare, EntityExtraction).entities[0].description == ""
+
+
+def test_parse_skips_json_that_does_not_fit_and_reports_why():
+    text = 'Schema: {"type": "object"} Answer: {"entities": [{"name": "Ron"}]}'
+    assert parse_json_output(text, EntityExtraction).entities[0].name == "Ron"
+    with pytest.raises(OutputParseError, match="no JSON"):
+        parse_json_output("I could not find any entities.", EntityExtraction)
+
+    class Strict(BaseModel):
+        count: int
+
+    with pytest.raises(OutputParseError, match="does not match Strict"):
+        parse_json_output('{"count": "many"}', Strict)
+
+
+def test_malformed_then_fixed_answer_succeeds_with_two_calls():
+    llm = ScriptedLLM(malformed_marker="Snitch", malformed_times=1)
+    runner = LLMRunner(llm)
+    result = entities(runner)
+    assert [e.name for e in result.entities] == llm.names_in(TEXT) == ["Harry", "Snitch", "Snape"]
+    assert runner.stats.calls == 2 and runner.stats.repairs == 1
+    assert llm.calls_by_kind == {"entity_extraction": 1, "json_repair": 1}
+    repair_prompt = llm.prompts[1]
+    assert "unterminated" in repair_prompt  # the bad answer is shown back
+    assert "no JSON" in repair_prompt or "does not match" in repair_prompt  # with the error
+    assert TEXT in repair_prompt  # and the original task
+
+
+def test_fenced_answers_with_prose_need_no_repair():
+    llm = ScriptedLLM(fenced=True)
+    runner = LLMRunner(llm)
+    assert [e.name for e in entities(runner).entities] == llm.names_in(TEXT)
+    assert runner.stats.calls == 1 and runner.stats.repairs == 0
+
+
+def test_malformed_twice_raises_llm_output_error():
+    llm = ScriptedLLM(malformed_marker="Snitch")
+    runner = LLMRunner(llm)
+    with pytest.raises(LLMOutputError, match="EntityExtraction"):
+        entities(runner)
+    assert runner.stats.calls == 2 and runner.stats.failures == 1
+
+
+# -- retries and concurrency --------------------------------------------------------------------
+
+
+def test_exceptions_are_retried_with_exponential_backoff(monkeypatch):
+    delays: list[float] = []
+
+    async def record_sleep(delay: float) -> None:
+        delays.append(delay)
+
+    monkeypatch.setattr(llm_module.asyncio, "sleep", record_sleep)
+    llm = ScriptedLLM(fail_marker="Snitch", fail_times=3)
+    runner = LLMRunner(llm, max_retries=3, backoff=0.01)
+    assert entities(runner).entities
+    assert delays == pytest.approx([0.01, 0.02, 0.04])
+    assert runner.stats.retries == 3 and runner.stats.calls == 4 and runner.stats.failures == 0
+
+
+def test_retries_exhausted_reraise_the_last_error():
+    llm = ScriptedLLM(fail_marker="Snitch")
+    runner = LLMRunner(llm, max_retries=2, backoff=0.0)
+    with pytest.raises(RuntimeError, match="scripted failure"):
+        entities(runner)
+    assert runner.stats.calls == 3 and runner.stats.failures == 1
+
+
+async def test_concurrency_is_bounded_by_num_workers():
+    llm = ScriptedLLM(async_delay=0.02)
+    runner = LLMRunner(llm, num_workers=3)
+    texts = [f"Harry met Ron number {i} at the gate." for i in range(12)]
+    results = await asyncio.gather(
+        *[
+            runner.astructured(
+                ENTITY_EXTRACTION_PROMPT, EntityExtraction, kind="entity_extraction", text=t
+            )
+            for t in texts
+        ]
+    )
+    assert len(results) == 12 and runner.stats.calls == 12
+    assert llm.max_in_flight == 3
+
+
+async def test_slot_is_released_when_a_call_fails():
+    llm = ScriptedLLM(fail_marker="BROKEN")
+    runner = LLMRunner(llm, num_workers=1, max_retries=0)
+    with pytest.raises(RuntimeError):
+        await runner.astructured(
+            ENTITY_EXTRACTION_PROMPT, EntityExtraction, kind="entity_extraction", text="BROKEN"
+        )
+    result = await asyncio.wait_for(
+        runner.astructured(
+            ENTITY_EXTRACTION_PROMPT, EntityExtraction, kind="entity_extraction", text=TEXT
+        ),
+        timeout=5,
+    )
+    assert result.entities
+
+
+def test_one_runner_serves_several_event_loops():
+    llm = ScriptedLLM(async_delay=0.005)
+    runner = LLMRunner(llm, num_workers=1)
+
+    async def burst(tag: str) -> list[EntityExtraction]:
+        return await asyncio.gather(
+            *[
+                runner.astructured(
+                    ENTITY_EXTRACTION_PROMPT,
+                    EntityExtraction,
+                    kind="entity_extraction",
+                    text=f"{tag} Harry met Ron {i} times.",
+                )
+                for i in range(3)
+            ]
+        )
+
+    # contended semaphores in two different loops (a bound asyncio.Semaphore would raise)
+    assert len(asyncio.run(burst("first"))) == len(asyncio.run(burst("second"))) == 3
+    assert llm.max_in_flight == 1 and runner.stats.calls == 6 and runner.stats.retries == 0
+
+
+def test_invalid_settings_are_rejected():
+    with pytest.raises(ValueError, match="num_workers"):
+        LLMRunner(ScriptedLLM(), num_workers=0)
+    with pytest.raises(ValueError):
+        LLMRunner(ScriptedLLM(), backoff=-1)
+
+
+# -- cache --------------------------------------------------------------------------------------
+
+
+def test_second_run_makes_no_calls_and_a_new_runner_reloads_the_cache(tmp_path):
+    path = tmp_path / "cache" / "llm.json"
+    llm = ScriptedLLM()
+    runner = LLMRunner(llm, cache=str(path))
+    first = [entities(runner, f"Harry met Ron {i} times.") for i in range(3)]
+    assert llm.calls_by_kind["entity_extraction"] == 3
+    again = [entities(runner, f"Harry met Ron {i} times.") for i in range(3)]
+    assert again == first and sum(llm.calls_by_kind.values()) == 3
+    assert runner.stats.cache_hits == 3
+
+    # No flush: the journal alone must carry the answers (an interrupted build).
+    fresh_llm = ScriptedLLM()
+    reloaded = LLMRunner(fresh_llm, cache=ResponseCache(path))
+    assert [entities(reloaded, f"Harry met Ron {i} times.") for i in range(3)] == first
+    assert fresh_llm.prompts == [] and reloaded.stats.cache_hits == 3
+
+    reloaded.flush()
+    assert path.exists() and not ResponseCache(path).journal_path.exists()
+    assert json.loads(path.read_text())["version"] == 1
+    assert len(ResponseCache(path)) == 3
+
+
+def test_interrupted_build_resumes_with_calls_only_for_unfinished_prompts(tmp_path):
+    path = tmp_path / "llm.json"
+    texts = ["Harry flew over the lake.", "Ron lost his rat Scabbers.", "BROKEN Hermione read."]
+    crashing = LLMRunner(ScriptedLLM(fail_marker="BROKEN"), cache=path, max_retries=0)
+    for text in texts:
+        try:
+            entities(crashing, text)
+        except RuntimeError:
+            pass
+    assert crashing.stats.failures == 1
+
+    llm = ScriptedLLM()
+    resumed = LLMRunner(llm, cache=path)
+    for text in texts:
+        entities(resumed, text)
+    assert len(llm.prompts) == 1 and "BROKEN" in llm.prompts[0]
+    assert resumed.stats.cache_hits == 2
+
+
+def test_cache_survives_a_torn_journal_line_and_compacts(tmp_path):
+    path = tmp_path / "llm.json"
+    cache = ResponseCache(path, compact_every=2)
+    cache.put("a", "1")
+    assert cache.journal_path.exists() and not path.exists()
+    cache.put("b", "2")  # compaction: snapshot written, journal dropped
+    assert path.exists() and not cache.journal_path.exists()
+    cache.put("c", "3")
+    with open(cache.journal_path, "a", encoding="utf-8") as journal:
+        journal.write('{"k": "d", "v"')  # interrupted mid-write
+    reloaded = ResponseCache(path)
+    assert {k: reloaded.get(k) for k in "abcd"} == {"a": "1", "b": "2", "c": "3", "d": None}
+
+
+def test_cache_key_depends_on_model_kind_and_prompt():
+    base = ResponseCache.make_key("m", "k", "p")
+    assert base == ResponseCache.make_key("m", "k", "p")
+    others = {
+        ResponseCache.make_key(*args)
+        for args in [("m2", "k", "p"), ("m", "k2", "p"), ("m", "k", "p2")]
+    }
+    assert len(others | {base}) == 4
+
+
+def test_complete_returns_text_and_is_cached(tmp_path):
+    llm = ScriptedLLM(hypothetical_text="Quirrell jinxed the broom.")
+    runner = LLMRunner(llm, cache=tmp_path / "c.json")
+    for _ in range(2):
+        answer = runner.complete(
+            HYPOTHETICAL_ANSWER_PROMPT, kind="hypothetical_answer", query="Who jinxed it?"
+        )
+        assert answer == "Quirrell jinxed the broom."
+    assert llm.calls_by_kind == {"hypothetical_answer": 1} and runner.stats.cache_hits == 1
+
+
+def test_query_cues_and_hypothetical_answers_come_from_the_query():
+    llm = ScriptedLLM(hypothetical_text="Snape brewed it.")
+    runner = LLMRunner(llm)
+    cues = runner.structured(
+        QUERY_CUE_PROMPT, QueryCues, kind="query_cues",
+        query="Why did Hermione Granger steal from Snape's stores?",
+    )
+    assert cues.entities == ["Hermione Granger", "Snape"]
+    assert cues.events == ["steal stores"]
+    assert runner.complete(HYPOTHETICAL_ANSWER_PROMPT, kind="hypothetical_answer", query="?") == (
+        "Snape brewed it."
+    )
+
+
+# -- accounting ---------------------------------------------------------------------------------
+
+
+def test_token_counting_is_offline_cl100k():
+    # cl100k_base: "hello world" is 2 tokens; the fallback estimate would say 4.
+    assert count_tokens("hello world") == 2
+
+
+def test_accounting_uses_reported_usage_when_present():
+    llm = ScriptedLLM(report_usage=True)
+    runner = LLMRunner(llm)
+    entities(runner)
+    runner.structured(EVENT_EXTRACTION_PROMPT, EventExtraction, kind="event_extraction", text=TEXT)
+    stats = runner.stats.as_dict()
+    assert stats["prompt_tokens"] == llm.usage["prompt_tokens"] > 0
+    assert stats["completion_tokens"] == llm.usage["completion_tokens"] > 0
+    assert stats["calls"] == 2
+    assert stats["calls_by_kind"] == {"entity_extraction": 1, "event_extraction": 1}
+
+
+def test_accounting_counts_tokens_when_usage_is_missing():
+    llm = ScriptedLLM()
+    runner = LLMRunner(llm)
+    result = entities(runner)
+    assert runner.stats.prompt_tokens == count_tokens(llm.prompts[0])
+    assert runner.stats.completion_tokens == count_tokens(
+        json.dumps({"entities": [e.model_dump() for e in result.entities]})
+    )
+
+
+# -- function calling ---------------------------------------------------------------------------
+
+
+async def test_function_calling_models_go_through_structured_predict():
+    llm = ScriptedLLM(function_calling=True)
+    runner = LLMRunner(llm)
+    assert runner.function_calling
+    sync_result = entities(runner)
+    async_result = await runner.astructured(
+        EVENT_EXTRACTION_PROMPT, EventExtraction, kind="event_extraction", text=TEXT
+    )
+    assert [e.name for e in sync_result.entities] == llm.names_in(TEXT)
+    assert [e.description for e in async_result.events] == [
+        e["description"] for e in llm.events_of(TEXT)
+    ]
+    assert llm.calls_by_kind == {"entity_extraction": 1, "event_extraction": 1}
+    assert runner.stats.prompt_tokens > 0 and runner.stats.completion_tokens > 0
+
+
+def test_function_calling_bad_tool_call_is_retried_then_reported():
+    flaky = LLMRunner(
+        ScriptedLLM(function_calling=True, malformed_marker="Snitch", malformed_times=1),
+        backoff=0.0,
+    )
+    assert entities(flaky).entities and flaky.stats.retries == 1
+    broken = LLMRunner(
+        ScriptedLLM(function_calling=True, malformed_marker="Snitch"), max_retries=1, backoff=0.0
+    )
+    with pytest.raises(LLMOutputError, match="function call"):
+        entities(broken)
+
+
+# -- resolve_llm --------------------------------------------------------------------------------
+
+
+def test_resolve_llm_order(monkeypatch):
+    explicit = ScriptedLLM()
+    monkeypatch.setattr(Settings, "_llm", None)
+    assert resolve_llm(explicit) is explicit
+    assert resolve_llm() is None  # no Settings, no key: no LLM (and no OpenAI default built)
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    from llama_index.llms.openai import OpenAI
+
+    default = resolve_llm()
+    assert isinstance(default, OpenAI) and default.model == "gpt-4o-mini"
+
+    user = ScriptedLLM()
+    monkeypatch.setattr(Settings, "_llm", user)
+    assert resolve_llm() is user
+    Settings.llm = None  # llama-index's "no LLM" (a MockLLM) beats the API key
+    assert resolve_llm() is None
