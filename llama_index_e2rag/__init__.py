@@ -9,10 +9,15 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from llama_index_e2rag.index import E2RAGIndex
+
 __version__ = "0.1.0"
 
 _LAZY = {
-    "E2RAGIndex": "llama_index_e2rag.index",
+    "ChronoLayerMissingError": "llama_index_e2rag.retrievers.chrono",
+    "Passage": "llama_index_e2rag.context",
+    "VectorChunkRetriever": "llama_index_e2rag.retrievers.vector",
+    "assemble_context": "llama_index_e2rag.context",
     "ChronoLayerBuilder": "llama_index_e2rag.extract.chrono",
     "ChronoRetriever": "llama_index_e2rag.retrievers.chrono",
     "ContextBundle": "llama_index_e2rag.context",
@@ -32,7 +37,7 @@ _LAZY = {
     "ResponseCache": "llama_index_e2rag.llm",
 }
 
-__all__ = ["__version__", *sorted(_LAZY)]
+__all__ = ["E2RAGIndex", "__version__", *sorted(_LAZY)]
 
 
 def __getattr__(name: str) -> Any:

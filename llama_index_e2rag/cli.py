@@ -1,0 +1,212 @@
+"""``e2rag`` command line: index files, query a store, show what is in it, run the demo.
+
+Models are resolved as everywhere else (``Settings`` > ``OPENAI_API_KEY`` > offline default), so
+with nothing configured the CLI builds LLM-free grounded graphs with MiniLM embeddings and answers
+extractively. Bad input ends with a one-line reason on stderr and a non-zero exit, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
+
+from llama_index_e2rag.errors import BadDocumentError, E2RAGError
+
+if TYPE_CHECKING:
+    from llama_index.core import Document
+
+    from llama_index_e2rag.index import E2RAGIndex
+
+#: File types picked up when a folder is given to ``e2rag index``.
+TEXT_SUFFIXES = (".txt", ".md", ".text", ".markdown")
+_MODES = ("entity_event", "grounded", "chrono", "vector")
+_HYDE = ("comb_extraction", "hyp_extraction", "comb_embedding", "hyp_embedding")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line (``e2rag: error: ...``) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"e2rag: error: {message} (see e2rag --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="e2rag", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    index = commands.add_parser("index", help="index text files or folders into a store")
+    index.add_argument("paths", nargs="+", type=Path, help="text files or folders of them")
+    index.add_argument("--store", required=True, type=Path, help="store folder (created)")
+    index.add_argument("--chunk-size", type=int, default=None, help="tokens per chunk")
+    index.add_argument("--chunk-overlap", type=int, default=None, help="tokens of overlap")
+    index.add_argument("--combined", action="store_true", help="one LLM call per chunk")
+    index.add_argument("--quiet", action="store_true", help="no progress bars")
+    index.set_defaults(func=_cmd_index)
+
+    query = commands.add_parser("query", help="answer a question from a store")
+    query.add_argument("question")
+    query.add_argument("--store", required=True, type=Path)
+    query.add_argument("--mode", choices=_MODES, default="entity_event")
+    query.add_argument("--hyde", choices=_HYDE, default=None, help="entity_event only")
+    query.add_argument("--top-k", type=int, default=5, help="passages retrieved")
+    query.set_defaults(func=_cmd_query)
+
+    show = commands.add_parser("show", help="what a store holds")
+    show.add_argument("--store", required=True, type=Path)
+    show.set_defaults(func=_cmd_show)
+
+    demo = commands.add_parser("demo", help="index the bundled sample story and ask it")
+    demo.add_argument("--store", type=Path, default=None, help="keep the demo store here")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``e2rag`` script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (E2RAGError, OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"e2rag: error: {reason}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("e2rag: interrupted", file=sys.stderr)
+        return 130
+
+
+# -- commands ------------------------------------------------------------------------------------
+def _cmd_index(args: argparse.Namespace) -> int:
+    from llama_index_e2rag.index import E2RAGIndex
+
+    documents = read_documents(args.paths)
+    options = {
+        "chunk_size": args.chunk_size,
+        "chunk_overlap": args.chunk_overlap,
+        "combined": args.combined or None,
+        "show_progress": not args.quiet,
+        "cache_dir": str(args.store),
+    }
+    if _has_store(args.store):
+        index = load_store(args.store, **options)
+        index.insert_documents(documents)
+    else:
+        index = E2RAGIndex.from_documents(documents, **options)
+    index.storage_context.persist(str(args.store))
+    counts = index.graph_store.counts()["nodes"]
+    failures = index.extraction_report()
+    print(
+        f"indexed {len(documents)} document(s) into {args.store}: "
+        + ", ".join(f"{n} {kind}" for kind, n in counts.items())
+        + (f"; {len(failures)} chunk(s) failed extraction (see e2rag show)" if failures else "")
+    )
+    return 0
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    if args.top_k < 1:
+        raise ValueError("--top-k must be at least 1")
+    index = load_store(args.store)
+    engine = index.as_query_engine(mode=args.mode, hyde=args.hyde, similarity_top_k=args.top_k)
+    response = engine.query(args.question)
+    print(str(response).strip())
+    print("\nEvidence:")
+    for i, source in enumerate(response.source_nodes, start=1):
+        meta = source.node.metadata
+        pos = meta.get("pos") or [None, None]
+        score = f"{source.score:.3f}" if source.score is not None else "-"
+        snippet = " ".join(source.node.get_content().split())[:200]
+        print(
+            f"[{i}] {meta.get('doc_id', source.node.ref_doc_id)} "
+            f"(document {pos[0]}, character {pos[1]}; score {score}) {snippet}"
+        )
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    index = load_store(args.store)
+    counts = index.graph_store.counts()
+    print(f"store: {args.store}")
+    print("documents:")
+    for doc_id, info in index.ref_doc_info.items():
+        print(f"  [{index.doc_order(doc_id)}] {doc_id} ({len(info.node_ids)} chunks)")
+    print("nodes: " + (", ".join(f"{k}={v}" for k, v in counts["nodes"].items()) or "none"))
+    print("edges: " + (", ".join(f"{k}={v}" for k, v in counts["edges"].items()) or "none"))
+    stats = index.llm_stats()
+    if stats:
+        print(
+            f"llm: {stats.get('calls', 0)} calls, {stats.get('cache_hits', 0)} cache hits, "
+            f"{stats.get('failures', 0)} failures"
+        )
+    failures = index.extraction_report()
+    print(f"extraction failures: {len(failures)}")
+    for failure in failures:
+        print(f"  {failure['doc_id']} {failure['chunk_id']}: {failure['reason']}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from llama_index_e2rag.demo import run_demo
+
+    return run_demo(store_dir=str(args.store) if args.store else None)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def read_documents(paths: Sequence[Path]) -> list["Document"]:
+    """UTF-8 text files (folders: their text files, recursively), ids = absolute paths."""
+    from llama_index.core import Document
+
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in TEXT_SUFFIXES)
+            if not found:
+                raise BadDocumentError(f"{path} holds no text files ({', '.join(TEXT_SUFFIXES)})")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"no such file or folder: {path}")
+    documents = []
+    for file in files:
+        try:
+            text = file.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadDocumentError(f"{file} is not UTF-8 text ({exc.reason})") from exc
+        resolved = file.resolve()
+        documents.append(
+            Document(
+                text=text,
+                id_=str(resolved),
+                metadata={"file_name": resolved.name, "file_path": str(resolved)},
+                excluded_embed_metadata_keys=["file_path"],
+                excluded_llm_metadata_keys=["file_path"],
+            )
+        )
+    return documents
+
+
+def _has_store(store: Path) -> bool:
+    return (store / "index_store.json").is_file()
+
+
+def load_store(store: Path, **kwargs: object) -> "E2RAGIndex":
+    """Load the e2rag index persisted in ``store`` (clear error if there is none)."""
+    from llama_index.core import StorageContext, load_index_from_storage
+
+    from llama_index_e2rag.index import E2RAGIndex
+
+    if not _has_store(store):
+        raise E2RAGError(f"no e2rag store at {store} (create one with: e2rag index PATH --store)")
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    index = load_index_from_storage(StorageContext.from_defaults(persist_dir=str(store)), **kwargs)
+    if not isinstance(index, E2RAGIndex):
+        raise E2RAGError(f"{store} holds a {type(index).__name__}, not an e2rag index")
+    return index
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Context assembly (E²RAG §4 step 6): passages in story order plus the linearised subgraph.
+
+Framework-free on purpose (no llama-index index classes) so ``lightrag_ext`` can reuse it. The
+LLM always sees evidence in narrative order with positions shown, whatever order the retriever
+ranked it in: the ranking decides *what* is shown, the story decides *how* it is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Sequence
+
+from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, Position, sort_by_position
+
+_LABEL_PREFIX = {
+    NodeKind.CHUNK: "C",
+    NodeKind.SENTENCE: "S",
+    NodeKind.MENTION: "M",
+    NodeKind.EVENT: "E",
+    NodeKind.ENTITY: "N",
+    NodeKind.FACT: "F",
+    NodeKind.TOPIC: "T",
+}
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A retrieved source passage (a chunk) and where it sits in the story."""
+
+    chunk_id: str
+    doc_id: str
+    pos: Position
+    text: str
+    score: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class ContextBundle:
+    """What the answering LLM gets: passages, subgraph nodes and the edges among them."""
+
+    passages: tuple[Passage, ...] = ()
+    nodes: tuple[GraphNode, ...] = ()
+    edges: tuple[GraphEdge, ...] = ()
+
+    def labels(self) -> dict[str, str]:
+        """Short labels (P1, M1, E1, ...) for passages and nodes, numbered in story order."""
+        labels = {p.chunk_id: f"P{i}" for i, p in enumerate(self.passages, start=1)}
+        counters: dict[str, int] = {}
+        for node in self.nodes:
+            if node.id in labels:
+                continue
+            prefix = _LABEL_PREFIX.get(node.kind, "X")
+            counters[prefix] = counters.get(prefix, 0) + 1
+            labels[node.id] = f"{prefix}{counters[prefix]}"
+        return labels
+
+    def render(self) -> str:
+        """Plain-text context: passages, then the subgraph's nodes and edges."""
+        labels = self.labels()
+        sections: list[str] = []
+        if self.passages:
+            blocks = [
+                f"[{labels[p.chunk_id]}] document {p.doc_id!r}, position {_fmt_pos(p.pos)}"
+                + ("" if p.score is None else f", relevance {p.score:.3f}")
+                + f"\n{p.text.strip()}"
+                for p in self.passages
+            ]
+            sections.append(
+                "Passages in story order (position = document:character offset):\n\n"
+                + "\n\n".join(blocks)
+            )
+        described = [n for n in self.nodes if not _is_passage(n, labels)]
+        if described:
+            sections.append(
+                "Entities and events behind these passages (story order):\n"
+                + "\n".join(_describe(n, labels) for n in described)
+            )
+        if self.edges:
+            sections.append(
+                "Relations among them:\n" + "\n".join(_describe_edge(e, labels) for e in self.edges)
+            )
+        return "\n\n".join(sections)
+
+
+def assemble_context(
+    passages: Iterable[Passage],
+    graph_nodes: Iterable[GraphNode],
+    graph_edges: Iterable[GraphEdge],
+) -> ContextBundle:
+    """Order passages and nodes by story position; keep only edges among the kept nodes.
+
+    Duplicate passages (same chunk) and duplicate edges (same ends and kind/role) collapse to
+    one, so retrievers can pass overlapping evidence without inflating the prompt.
+    """
+    unique_passages: dict[str, Passage] = {}
+    for passage in passages:
+        kept = unique_passages.get(passage.chunk_id)
+        if kept is None or (passage.score or 0.0) > (kept.score or 0.0):
+            unique_passages[passage.chunk_id] = passage
+    ordered_passages = sorted(unique_passages.values(), key=lambda p: (p.pos, p.chunk_id))
+    nodes = sort_by_position({n.id: n for n in graph_nodes}.values())
+    known = {n.id for n in nodes} | set(unique_passages)
+    edges: dict[tuple[str, str, str], GraphEdge] = {}
+    for edge in graph_edges:
+        if edge.source in known and edge.target in known:
+            edges.setdefault((edge.source, edge.target, edge.key), edge)
+    position = {n.id: n.pos for n in nodes}
+    position.update({p.chunk_id: p.pos for p in ordered_passages})
+    ordered_edges = sorted(
+        edges.values(),
+        key=lambda e: (position[e.source], position[e.target], e.kind.value, e.role or ""),
+    )
+    return ContextBundle(tuple(ordered_passages), tuple(nodes), tuple(ordered_edges))
+
+
+def _fmt_pos(pos: Sequence[int]) -> str:
+    return f"{pos[0]}:{pos[1]}"
+
+
+def _is_passage(node: GraphNode, labels: dict[str, str]) -> bool:
+    return node.kind == NodeKind.CHUNK and labels.get(node.id, "").startswith("P")
+
+
+def _describe(node: GraphNode, labels: dict[str, str]) -> str:
+    where = labels.get(node.chunk_id or "")
+    place = f"in {where}" if where and where.startswith("P") else f"at {_fmt_pos(node.pos)}"
+    extras = []
+    date = node.attrs.get("date")
+    if date:
+        extras.append(f"date {date}")
+    if node.attrs.get("negated"):
+        extras.append("negated")
+    extra = f", {', '.join(extras)}" if extras else ""
+    return f"{labels[node.id]} [{node.kind.value}, {place}{extra}] {node.text.strip()}"
+
+
+def _describe_edge(edge: GraphEdge, labels: dict[str, str]) -> str:
+    kind = f"{edge.kind.value} {edge.role}" if edge.role else edge.kind.value
+    description = edge.attrs.get("description")
+    tail = f": {description}" if description else ""
+    return f"{labels[edge.source]} -[{kind}]-> {labels[edge.target]}{tail}"
+
+
+#: Metadata key under which retrievers list the graph node ids that led to a passage.
+EVIDENCE_KEY = "graph_nodes"
+
+
+def bundle_from_retrieved(graph: Any, retrieved: Iterable[Any]) -> ContextBundle:
+    """Rebuild the context of retrieved nodes (``NodeWithScore``-like) from the graph.
+
+    A passage's position and document come from its graph node when it has one, else from its
+    ``pos`` / ``doc_id`` metadata; the subgraph is the evidence nodes every passage lists under
+    ``EVIDENCE_KEY`` plus all edges among them and the passages. Rebuilding per call (instead of
+    remembering the last query on the retriever) keeps concurrent queries independent.
+    """
+    passages: list[Passage] = []
+    evidence: dict[str, None] = {}
+    for item in retrieved:
+        node = item.node
+        metadata = node.metadata
+        graph_node = graph.get_node(node.node_id)
+        if graph_node is not None:
+            pos, doc_id = graph_node.pos, graph_node.doc_id
+        else:
+            raw = metadata.get("pos") or (0, 0, 0)
+            pos = (int(raw[0]), int(raw[1]), int(raw[2]) if len(raw) > 2 else 0)
+            doc_id = metadata.get("doc_id") or node.ref_doc_id or ""
+        passages.append(Passage(node.node_id, doc_id, pos, node.get_content(), item.score))
+        evidence.update(dict.fromkeys(metadata.get(EVIDENCE_KEY) or ()))
+    nodes = graph.get_nodes(list(evidence))
+    ids = [n.id for n in nodes] + [p.chunk_id for p in passages]
+    return assemble_context(passages, nodes, graph.subgraph_edges(ids))

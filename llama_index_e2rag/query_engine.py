@@ -1,0 +1,160 @@
+"""Query engines over ``E2RAGIndex``: llama-index's ``RetrieverQueryEngine`` plus our context.
+
+We do not write a query engine class. The answer step differs from llama-index's only in what the
+LLM reads: instead of the retrieved chunks one after another, it reads the assembled context of
+E²RAG §4 step 6 (passages in story order with positions, the linearised subgraph, node and edge
+descriptions). ``NarrativeContextSynthesizer`` wraps a stock synthesizer to do exactly that and
+hands the original chunks back as ``source_nodes``, so sync, async and streaming all work as
+llama-index users expect. Without an LLM the offline ``ExtractiveSynthesizer`` answers instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from llama_index.core.base.response.schema import RESPONSE_TYPE
+from llama_index.core.llms import LLM
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.response_synthesizers import (
+    BaseSynthesizer,
+    ResponseMode,
+    get_response_synthesizer,
+)
+from llama_index.core.response_synthesizers.base import QueryTextType
+from llama_index.core.schema import NodeWithScore, TextNode
+from llama_index.core.types import RESPONSE_TEXT_TYPE
+
+from llama_index_e2rag.context import bundle_from_retrieved
+from llama_index_e2rag.graph.base import GraphStore
+
+NARRATIVE_QA_PROMPT = PromptTemplate(
+    """You answer questions about a long narrative. The context below holds passages of the \
+story in narrative order, each with its position (document:character offset), followed by the \
+entities and events found in them and how they relate. A character or situation can change over \
+the story: use positions to tell earlier states from later ones, and prefer what the passages \
+say over outside knowledge.
+
+---Context---
+{context_str}
+---End of context---
+
+Question: {query_str}
+Answer (cite passage labels such as [P2] for the facts you use):
+"""
+)
+
+
+class NarrativeContextSynthesizer(BaseSynthesizer):
+    """Feeds the assembled narrative context to an inner synthesizer; keeps the real sources."""
+
+    def __init__(self, inner: BaseSynthesizer, graph_store: GraphStore) -> None:
+        super().__init__(
+            llm=inner._llm,
+            callback_manager=inner.callback_manager,
+            streaming=inner._streaming,
+        )
+        self._inner = inner
+        self._graph = graph_store
+
+    def _get_prompts(self) -> PromptDictType:
+        """The inner synthesizer's prompts, under the usual names (``text_qa_template``...)."""
+        return self._inner.get_prompts()
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        self._inner.update_prompts(prompts_dict)
+
+    def _context_node(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+        bundle = bundle_from_retrieved(self._graph, nodes)
+        return [NodeWithScore(node=TextNode(text=bundle.render()), score=None)]
+
+    @staticmethod
+    def _with_sources(
+        response: RESPONSE_TYPE,
+        nodes: Sequence[NodeWithScore],
+        additional: Optional[Sequence[NodeWithScore]],
+    ) -> RESPONSE_TYPE:
+        sources = list(nodes) + list(additional or [])
+        response.source_nodes = sources
+        response.metadata = {n.node.node_id: n.node.metadata for n in sources}
+        return response
+
+    def synthesize(
+        self,
+        query: QueryTextType,
+        nodes: list[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        **response_kwargs: Any,
+    ) -> RESPONSE_TYPE:
+        if not nodes:
+            return self._inner.synthesize(query, nodes, **response_kwargs)
+        response = self._inner.synthesize(query, self._context_node(nodes), **response_kwargs)
+        return self._with_sources(response, nodes, additional_source_nodes)
+
+    async def asynthesize(
+        self,
+        query: QueryTextType,
+        nodes: list[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        **response_kwargs: Any,
+    ) -> RESPONSE_TYPE:
+        if not nodes:
+            return await self._inner.asynthesize(query, nodes, **response_kwargs)
+        response = await self._inner.asynthesize(
+            query, self._context_node(nodes), **response_kwargs
+        )
+        return self._with_sources(response, nodes, additional_source_nodes)
+
+    def get_response(
+        self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any
+    ) -> RESPONSE_TEXT_TYPE:
+        return self._inner.get_response(query_str, text_chunks, **response_kwargs)
+
+    async def aget_response(
+        self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any
+    ) -> RESPONSE_TEXT_TYPE:
+        return await self._inner.aget_response(query_str, text_chunks, **response_kwargs)
+
+
+def build_query_engine(
+    index: Any,
+    mode: str = "entity_event",
+    llm: Optional[LLM] = None,
+    streaming: bool = False,
+    hyde: Optional[str] = None,
+    response_mode: ResponseMode = ResponseMode.COMPACT,
+    **retriever_kwargs: Any,
+) -> RetrieverQueryEngine:
+    """``RetrieverQueryEngine`` over ``index.as_retriever(mode, ...)`` with the narrative prompt.
+
+    ``llm`` (else the index's) answers and, for ``entity_event``, also extracts query cues and
+    writes HyDE drafts. With no LLM anywhere, answers are extractive (best evidence sentences
+    with their positions) and HyDE is refused by the retriever.
+    """
+    if hyde is not None:
+        if mode != "entity_event":
+            raise ValueError(f"hyde variants apply to mode='entity_event', not {mode!r}")
+        retriever_kwargs["hyde"] = hyde
+    if llm is not None and mode == "entity_event":
+        retriever_kwargs.setdefault("llm", llm)
+    retriever = index.as_retriever(mode=mode, **retriever_kwargs)
+    answer_llm = llm if llm is not None else index.llm
+    if answer_llm is None:
+        from llama_index_e2rag.extractive import ExtractiveSynthesizer
+
+        synthesizer: BaseSynthesizer = ExtractiveSynthesizer.from_index(index, streaming=streaming)
+    else:
+        inner = get_response_synthesizer(
+            llm=answer_llm,
+            text_qa_template=NARRATIVE_QA_PROMPT,
+            response_mode=response_mode,
+            streaming=streaming,
+        )
+        synthesizer = NarrativeContextSynthesizer(inner, index.graph_store)
+    # The constructor, not ``from_args``: the latter reads ``Settings.llm``, which builds
+    # llama-index's OpenAI default and fails offline even though the synthesizer is given.
+    return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synthesizer)

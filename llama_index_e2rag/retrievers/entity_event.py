@@ -1,0 +1,411 @@
+"""E²RAG query-time retrieval (paper §4 "Query-time retrieval", appendix H Algorithm 3).
+
+1. Cue extraction ``(S_ent, S_evt) = g(q)`` with the paper's prompt (D.3); offline, with the
+   grounded parser.
+2. ``z = f(g(q))``: every entity phrase and every event phrase is embedded on its own.
+3. Seeds ``V_q``: each entity phrase looks up the ``e2rag_mention`` namespace, each event phrase
+   the ``e2rag_event`` namespace. Mentions of one entity (same normalised name) are near-ties for
+   an entity phrase, so they are re-ranked by their events (§4 step 5): a contested mention scores
+   ``(1 - event_weight) * sim(mention, cue) + event_weight * max sim(event, z_q)`` over the events
+   it takes part in, and only the best ``seed_top_k`` mentions become seeds. This is how
+   "Hermione, rule-obsessed first-year" and "Hermione, pragmatic rule-breaker" are told apart:
+   by what happens around each.
+4. One hop over the bipartite ``participates`` edges gives ``V_q+``.
+5. The chunks behind ``V_q+`` are ranked by ``<f(p), z_q>`` (Alg. 3 lines 11-14), querying only
+   those ids in ``e2rag_chunk``.
+6. Context: passages in story order plus the subgraph of ``V_q+`` inside them
+   (``retrieve_with_context``; the query engine rebuilds it from each node's ``graph_nodes``).
+
+``z_q`` embeds the retrieval text: the query, or with HyDE what Alg. 3 calls the "hypothetical
+response transformed text" (``[q; h]`` for the comb. variants, ``h`` for the hyp. variants). The
+HyDE variants (§4 "Hypothetical response coupling") differ only in steps 1-2:
+``comb_extraction`` extracts cues from ``q + "\\n" + h``, ``hyp_extraction`` from ``h``;
+``comb_embedding`` / ``hyp_embedding`` skip the extractor and seed both namespaces from
+``f([q; h])`` / ``f(h)``. Without cues (or when the extractor finds none) seeds come from ``z_q``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Coroutine, Iterable, Optional, TypeVar
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
+
+from llama_index_e2rag.context import EVIDENCE_KEY, ContextBundle, bundle_from_retrieved
+from llama_index_e2rag.errors import LLMOutputError, MissingModelError
+from llama_index_e2rag.retrievers.vector import chunk_result
+from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, normalize_text
+
+logger = logging.getLogger(__name__)
+
+HYDE_VARIANTS = ("comb_extraction", "hyp_extraction", "comb_embedding", "hyp_embedding")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetrievalPlan:
+    """The texts one query turns into (steps 1-2), per HyDE variant."""
+
+    rank_text: str
+    extraction_text: Optional[str]
+    hypothetical: Optional[str] = None
+    entity_cues: tuple[str, ...] = ()
+    event_cues: tuple[str, ...] = ()
+
+
+@dataclass
+class _Seeds:
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def offer(self, hits: dict[str, float]) -> None:
+        for node_id, score in hits.items():
+            if score > self.scores.get(node_id, float("-inf")):
+                self.scores[node_id] = score
+
+
+class EntityEventRetriever(BaseRetriever):
+    """Entity–event retrieval over an ``E2RAGIndex`` (Alg. 3), returning chunks.
+
+    Args:
+        index: the ``E2RAGIndex``.
+        similarity_top_k: k, passages returned.
+        hyde: ``None`` or one of ``HYDE_VARIANTS`` (needs an LLM).
+        seed_top_k: seeds taken per cue and namespace (the final mention seeds are also capped
+            at this number after re-ranking).
+        llm: LLM for cue extraction and HyDE; default: the index's LLM; without any, cues come
+            from the offline grounded parser.
+        mention_pool: mentions fetched per entity cue = ``seed_top_k * mention_pool``, so the
+            event-based re-ranking has near-tied mentions of the same entity to choose from.
+        event_weight: weight of the events' similarity in a contested mention's score.
+    """
+
+    def __init__(
+        self,
+        index: Any,
+        similarity_top_k: int = 5,
+        hyde: Optional[str] = None,
+        seed_top_k: int = 10,
+        llm: Optional[LLM] = None,
+        mention_pool: int = 3,
+        event_weight: float = 0.5,
+        callback_manager: Optional[CallbackManager] = None,
+        verbose: bool = False,
+    ) -> None:
+        if similarity_top_k < 1 or seed_top_k < 1 or mention_pool < 1:
+            raise ValueError("similarity_top_k, seed_top_k and mention_pool must be >= 1")
+        if hyde is not None and hyde not in HYDE_VARIANTS:
+            raise ValueError(f"unknown hyde variant {hyde!r}; choose one of {HYDE_VARIANTS}")
+        if not 0.0 <= event_weight <= 1.0:
+            raise ValueError(f"event_weight must be between 0 and 1, got {event_weight}")
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        from llama_index_e2rag.extract.prompts import HYPOTHETICAL_ANSWER_PROMPT, QUERY_CUE_PROMPT
+
+        self._index = index
+        self.similarity_top_k = similarity_top_k
+        self.hyde = hyde
+        self.seed_top_k = seed_top_k
+        self.mention_pool = mention_pool
+        self.event_weight = event_weight
+        self._cue_prompt: BasePromptTemplate = QUERY_CUE_PROMPT
+        self._hyde_prompt: BasePromptTemplate = HYPOTHETICAL_ANSWER_PROMPT
+        if llm is not None:
+            from llama_index_e2rag.llm import LLMRunner
+
+            self._runner = LLMRunner(llm)
+        else:
+            self._runner = index.llm_runner
+        if hyde is not None and self._runner is None:
+            raise MissingModelError(
+                f"hyde={hyde!r} drafts a hypothetical answer with an LLM, and none is configured; "
+                "pass llm=..., set Settings.llm or OPENAI_API_KEY, or use hyde=None"
+            )
+        self._parser = _offline_parser(index) if self._runner is None else None
+
+    # -- prompts ------------------------------------------------------------------------------
+    def _get_prompts(self) -> PromptDictType:
+        return {
+            "query_cue_prompt": self._cue_prompt,
+            "hypothetical_answer_prompt": self._hyde_prompt,
+        }
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        self._cue_prompt = prompts_dict.get("query_cue_prompt", self._cue_prompt)
+        self._hyde_prompt = prompts_dict.get("hypothetical_answer_prompt", self._hyde_prompt)
+
+    # -- llama-index entry points -------------------------------------------------------------
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return _run_blocking(self._run(query_bundle.query_str, aio=False))[0]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return (await self._run(query_bundle.query_str, aio=True))[0]
+
+    def retrieve_with_context(self, query: str) -> tuple[list[NodeWithScore], ContextBundle]:
+        """Passages and their assembled context (passages, subgraph, descriptions)."""
+        nodes = self.retrieve(query)
+        return nodes, bundle_from_retrieved(self._index.graph_store, nodes)
+
+    async def aretrieve_with_context(self, query: str) -> tuple[list[NodeWithScore], ContextBundle]:
+        nodes = await self.aretrieve(query)
+        return nodes, bundle_from_retrieved(self._index.graph_store, nodes)
+
+    def plan(self, query: str) -> RetrievalPlan:
+        """Steps 1-2 only: the texts and cues this retriever derives from ``query``."""
+        return _run_blocking(self._plan(query, aio=False))
+
+    # -- the algorithm (one body; ``aio`` picks real async or blocking I/O) --------------------
+    async def _run(self, query: str, aio: bool) -> tuple[list[NodeWithScore], RetrievalPlan]:
+        plan = await self._plan(query, aio)
+        graph = self._index.graph_store
+        phrases = list(dict.fromkeys([plan.rank_text, *plan.entity_cues, *plan.event_cues]))
+        vectors = dict(zip(phrases, await self._embed(phrases, aio), strict=True))
+        z_q = vectors[plan.rank_text]
+        pool = self.seed_top_k * self.mention_pool
+        if plan.entity_cues or plan.event_cues:
+            mention_vectors = [vectors[cue] for cue in plan.entity_cues]
+            event_vectors = [vectors[cue] for cue in plan.event_cues]
+        else:
+            mention_vectors, event_vectors = [z_q], [z_q]
+        mentions, events = _Seeds(), _Seeds()
+        for hits in await _gather(
+            aio, [self._lookup(NodeKind.MENTION, v, pool, aio) for v in mention_vectors]
+        ):
+            mentions.offer(hits)
+        for hits in await _gather(
+            aio, [self._lookup(NodeKind.EVENT, v, self.seed_top_k, aio) for v in event_vectors]
+        ):
+            events.offer(hits)
+        seeds = await self._rerank_mentions(mentions.scores, z_q, aio)
+        seeds.update(events.scores)
+        expanded = _one_hop(graph, seeds)
+        chunk_ids = {n.chunk_id for n in expanded if n.chunk_id}
+        chunk_sims = await self._similarities(NodeKind.CHUNK, z_q, chunk_ids, aio)
+        positions = {n.id: n.pos for n in graph.get_nodes(chunk_sims)}
+        ranked = sorted(
+            (cid for cid in chunk_sims if cid in positions),
+            key=lambda cid: (-chunk_sims[cid], positions[cid]),
+        )[: self.similarity_top_k]
+        return self._to_nodes(ranked, chunk_sims, expanded, seeds), plan
+
+    async def _plan(self, query: str, aio: bool) -> RetrievalPlan:
+        hypothetical = None
+        if self.hyde is not None:
+            hypothetical = (
+                await self._call(
+                    aio,
+                    self._runner.complete,
+                    self._runner.acomplete,
+                    self._hyde_prompt,
+                    kind="hypothetical_answer",
+                    query=query,
+                )
+            ).strip()
+        if self.hyde is None:
+            rank_text, extraction_text = query, query
+        elif self.hyde.startswith("comb_"):
+            rank_text = f"{query}\n{hypothetical}"
+            extraction_text = rank_text if self.hyde == "comb_extraction" else None
+        else:
+            rank_text = hypothetical or query
+            extraction_text = rank_text if self.hyde == "hyp_extraction" else None
+        entities: list[str] = []
+        events: list[str] = []
+        if extraction_text is not None:
+            entities, events = await self._cues(extraction_text, aio)
+        return RetrievalPlan(
+            rank_text=rank_text,
+            extraction_text=extraction_text,
+            hypothetical=hypothetical,
+            entity_cues=tuple(entities),
+            event_cues=tuple(events),
+        )
+
+    async def _cues(self, text: str, aio: bool) -> tuple[list[str], list[str]]:
+        """``g(text)``: entity and event phrases (LLM, or the grounded parser offline)."""
+        if self._runner is None:
+            entities, events = self._parser.parse_query(text)
+        else:
+            from llama_index_e2rag.extract.prompts import QueryCues
+
+            try:
+                cues = await self._call(
+                    aio,
+                    self._runner.structured,
+                    self._runner.astructured,
+                    self._cue_prompt,
+                    QueryCues,
+                    kind="query_cues",
+                    query=text,
+                )
+            except LLMOutputError as exc:
+                logger.warning("query cue extraction failed (%s); seeding from the query", exc)
+                return [], []
+            entities, events = cues.entities, cues.events
+        return _clean(entities), _clean(events)
+
+    async def _rerank_mentions(
+        self, scores: dict[str, float], z_q: list[float], aio: bool
+    ) -> dict[str, float]:
+        """Re-rank mentions of the same entity by their events; keep the best ``seed_top_k``."""
+        graph = self._index.graph_store
+        mentions = graph.get_nodes(scores)
+        groups: dict[str, list[GraphNode]] = {}
+        for mention in mentions:
+            groups.setdefault(normalize_text(mention.name or mention.text), []).append(mention)
+        contested = [m for group in groups.values() if len(group) > 1 for m in group]
+        linked = {
+            m.id: [
+                e.id
+                for e in graph.neighbors(m.id, [EdgeKind.PARTICIPATES])
+                if e.kind == NodeKind.EVENT
+            ]
+            for m in contested
+        }
+        event_ids = {e for ids in linked.values() for e in ids}
+        event_sims = await self._similarities(NodeKind.EVENT, z_q, event_ids, aio)
+        rescored = dict(scores)
+        for mention_id, event_list in linked.items():
+            sims = [event_sims[e] for e in event_list if e in event_sims]
+            if sims:
+                rescored[mention_id] = (1.0 - self.event_weight) * scores[
+                    mention_id
+                ] + self.event_weight * max(sims)
+        position = {m.id: m.pos for m in mentions}
+        kept = sorted(
+            (m for m in rescored if m in position), key=lambda m: (-rescored[m], position[m])
+        )
+        return {m: rescored[m] for m in kept[: self.seed_top_k]}
+
+    # -- I/O helpers (each has a blocking and an async form) ----------------------------------
+    @staticmethod
+    async def _call(
+        aio: bool,
+        sync_fn: Callable[..., T],
+        async_fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> T:
+        return await async_fn(*args, **kwargs) if aio else sync_fn(*args, **kwargs)
+
+    async def _embed(self, texts: list[str], aio: bool) -> list[list[float]]:
+        embed = self._index.embed_model
+        if aio:
+            return list(await asyncio.gather(*(embed.aget_query_embedding(t) for t in texts)))
+        return [embed.get_query_embedding(t) for t in texts]
+
+    async def _query(self, kind: NodeKind, query: VectorStoreQuery, aio: bool) -> dict[str, float]:
+        store = self._index.vector_store(kind)
+        result = await self._call(aio, store.query, store.aquery, query)
+        return _hits(result)
+
+    async def _lookup(
+        self, kind: NodeKind, vector: list[float], top_k: int, aio: bool
+    ) -> dict[str, float]:
+        return await self._query(
+            kind, VectorStoreQuery(query_embedding=vector, similarity_top_k=top_k), aio
+        )
+
+    async def _similarities(
+        self, kind: NodeKind, vector: list[float], ids: Iterable[str], aio: bool
+    ) -> dict[str, float]:
+        """Similarity of ``vector`` to the given nodes only (``node_ids`` restriction).
+
+        A store that refuses ``node_ids`` (raises, or ignores it and answers with other ids) is
+        queried for all its nodes of that kind and filtered here.
+        """
+        wanted = set(ids)
+        if not wanted:
+            return {}
+        restricted = VectorStoreQuery(
+            query_embedding=vector, similarity_top_k=len(wanted), node_ids=sorted(wanted)
+        )
+        try:
+            hits = await self._query(kind, restricted, aio)
+            if set(hits) <= wanted:
+                return hits
+        except (NotImplementedError, ValueError, TypeError) as exc:
+            logger.debug("vector store refused node_ids (%s); filtering a full query", exc)
+        total = max(len(self._index.graph_store.nodes(kind)), len(wanted))
+        hits = await self._lookup(kind, vector, total, aio)
+        return {i: s for i, s in hits.items() if i in wanted}
+
+    # -- results ------------------------------------------------------------------------------
+    def _to_nodes(
+        self,
+        ranked: list[str],
+        sims: dict[str, float],
+        expanded: list[GraphNode],
+        seeds: dict[str, float],
+    ) -> list[NodeWithScore]:
+        by_chunk: dict[str, list[GraphNode]] = {}
+        for node in expanded:
+            by_chunk.setdefault(node.chunk_id or "", []).append(node)
+        results = []
+        for chunk in self._index.get_chunks(ranked):
+            graph_chunk = self._index.graph_store.get_node(chunk.node_id)
+            evidence = by_chunk.get(chunk.node_id, [])
+            extra = {
+                EVIDENCE_KEY: [n.id for n in evidence],
+                "seed_scores": {n.id: seeds[n.id] for n in evidence if n.id in seeds},
+                "retriever": "entity_event",
+            }
+            results.append(chunk_result(chunk, graph_chunk, sims[chunk.node_id], extra))
+        return results
+
+
+def _one_hop(graph: Any, seeds: dict[str, float]) -> list[GraphNode]:
+    """``V_q+``: the seeds plus their neighbours over bipartite ``participates`` edges."""
+    found: dict[str, GraphNode] = {n.id: n for n in graph.get_nodes(seeds)}
+    for seed_id in list(found):
+        for neighbour in graph.neighbors(seed_id, [EdgeKind.PARTICIPATES]):
+            found.setdefault(neighbour.id, neighbour)
+    return sorted(found.values(), key=lambda n: (n.pos, n.id))
+
+
+def _hits(result: VectorStoreQueryResult) -> dict[str, float]:
+    ids = result.ids or [n.node_id for n in result.nodes or []]
+    sims = result.similarities or [0.0] * len(ids)
+    return dict(zip(ids, (float(s) for s in sims), strict=True))
+
+
+def _clean(phrases: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(p.strip() for p in phrases if p and p.strip()))
+
+
+def _offline_parser(index: Any) -> Any:
+    """The grounded parser for LLM-free cue extraction (the index's own if it has one)."""
+    from llama_index_e2rag.extract.grounded import GroundedExtractor
+
+    for extractor in getattr(index, "extractors", None) or ():
+        if isinstance(extractor, GroundedExtractor):
+            return extractor
+    return GroundedExtractor()
+
+
+async def _gather(aio: bool, coros: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Concurrently on the async path; one after another on the blocking path."""
+    if aio:
+        return list(await asyncio.gather(*coros))
+    return [await coro for coro in coros]
+
+
+def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (the ``aio=False`` path) without an event loop.
+
+    The blocking path reuses the async algorithm's body but only calls blocking I/O, so the
+    coroutine finishes on its first step; no loop is created, which keeps the sync API usable
+    from threads and from inside running loops alike.
+    """
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("the blocking retrieval path awaited real asynchronous I/O")

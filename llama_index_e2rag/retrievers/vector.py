@@ -1,0 +1,99 @@
+"""Plain chunk-vector retrieval over an ``E2RAGIndex`` (the "vanilla RAG" baseline of the papers).
+
+Top-k chunks of the ``e2rag_chunk`` namespace by similarity to the query, with the same position
+metadata as the graph retrievers so the same context assembly and answer step apply.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
+
+from llama_index_e2rag.context import EVIDENCE_KEY
+from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
+from llama_index_e2rag.schema import GraphNode, NodeKind
+
+#: Retrieval bookkeeping on returned chunks, kept out of embedding and LLM views.
+BOOKKEEPING_KEYS = ("pos", "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "seed_scores")
+
+
+class VectorChunkRetriever(BaseRetriever):
+    """Top-k chunks by embedding similarity; ``order="story"`` returns them in narrative order."""
+
+    def __init__(
+        self,
+        index: Any,
+        similarity_top_k: int = 5,
+        order: Literal["relevance", "story"] = "relevance",
+        callback_manager: Optional[CallbackManager] = None,
+        verbose: bool = False,
+    ) -> None:
+        if similarity_top_k < 1:
+            raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
+        if order not in ("relevance", "story"):
+            raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._index = index
+        self.similarity_top_k = similarity_top_k
+        self.order = order
+
+    def _query(self, vector: list[float]) -> VectorStoreQuery:
+        return VectorStoreQuery(query_embedding=vector, similarity_top_k=self.similarity_top_k)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        vector = self._index.embed_model.get_query_embedding(query_bundle.query_str)
+        return self._to_nodes(self._index.vector_store(NodeKind.CHUNK).query(self._query(vector)))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        vector = await self._index.embed_model.aget_query_embedding(query_bundle.query_str)
+        store = self._index.vector_store(NodeKind.CHUNK)
+        return self._to_nodes(await store.aquery(self._query(vector)))
+
+    def _to_nodes(self, result: VectorStoreQueryResult) -> list[NodeWithScore]:
+        ids = result.ids or [n.node_id for n in result.nodes or []]
+        scores = dict(zip(ids, result.similarities or [0.0] * len(ids), strict=True))
+        graph = self._index.graph_store
+        results = []
+        for chunk in self._index.get_chunks(list(dict.fromkeys(ids))):
+            graph_chunk = graph.get_node(chunk.node_id)
+            if graph_chunk is not None:
+                nws = chunk_result(
+                    chunk, graph_chunk, scores[chunk.node_id], {"retriever": "vector"}
+                )
+                results.append((graph_chunk.pos, nws))
+        if self.order == "story":
+            results.sort(key=lambda item: item[0])
+        return [nws for _, nws in results]
+
+
+def chunk_result(
+    chunk: TextNode, graph_chunk: GraphNode, score: float, extra: dict[str, Any]
+) -> NodeWithScore:
+    """A retrieved chunk as a fresh TextNode: user metadata, readable position, bookkeeping.
+
+    The position is shown to the LLM ("document 0, character 1234") because a plain
+    ``RetrieverQueryEngine`` only sees metadata; the bookkeeping keys are hidden from it.
+    """
+    metadata = {k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS}
+    metadata.update(
+        position=f"document {graph_chunk.pos[0]}, character {graph_chunk.pos[1]}",
+        pos=list(graph_chunk.pos),
+        doc_id=graph_chunk.doc_id,
+        chunk_id=chunk.node_id,
+        **extra,
+    )
+    node = TextNode(
+        id_=chunk.node_id,
+        text=chunk.get_content(),
+        metadata=metadata,
+        excluded_embed_metadata_keys=list(BOOKKEEPING_KEYS),
+        excluded_llm_metadata_keys=list(BOOKKEEPING_KEYS),
+        start_char_idx=chunk.start_char_idx,
+        end_char_idx=chunk.end_char_idx,
+        relationships=dict(chunk.relationships),
+    )
+    return NodeWithScore(node=node, score=score)
