@@ -1,0 +1,409 @@
+"""ChronoRAG's two layers (paper 003, §3.1) built per document into the shared narrative graph.
+
+Layer 0 is a second, fixed-length chunking of the document (≈100 tokens) kept apart from the
+extraction chunks: the paper insists on equal-length units, while extraction wants sentence-aware
+chunks. Layer 1 holds the "atomic facts" that are retrieved as keys: with an LLM, relation
+descriptions extracted from a summary of each group of layer-0 chunks (two calls per group); without
+one, the grounded event clauses already in the graph. Every fact carries a narrative index and
+``child`` edges to the layer-0 chunks it came from, so the retriever can assemble neighbouring facts
+and drill down to the source text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import re
+from typing import TYPE_CHECKING, Callable, Literal, Optional, Sequence
+
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
+from llama_index.core.schema import BaseNode, MetadataMode
+from pydantic import BaseModel, Field
+
+from llama_index_e2rag.errors import MissingModelError
+from llama_index_e2rag.extract.base import chunk_doc_id, chunk_offset
+from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, Span, make_id
+
+if TYPE_CHECKING:
+    from llama_index_e2rag.llm import LLMRunner
+
+logger = logging.getLogger(__name__)
+
+#: Counts the tokens of a text; used to cut layer 0 and to enforce retrieval budgets.
+TokenCounter = Callable[[str], float]
+
+#: Id namespaces of the two layers, distinct from the extraction chunks' ids.
+LAYER0_ID_KIND = "chrono_chunk"
+LAYER1_ID_KIND = "chrono_fact"
+
+FactSource = Literal["auto", "llm", "events"]
+
+_WORD_SPAN = re.compile(r"\S+")
+#: Slack for float token counts (1.3 × 10 words is 13.000000000000002).
+TOKEN_EPSILON = 1e-6
+
+
+def approx_token_count(text: str) -> float:
+    """Offline token estimate: whitespace words × 1.3 (within ~10% of cl100k on English prose).
+
+    The default because it is fast and deterministic; for exact cl100k counts pass
+    ``token_counter=llama_index_e2rag.llm.count_tokens`` (llama-index ships that vocabulary).
+    """
+    return round(1.3 * len(text.split()), 6)
+
+
+def fixed_length_spans(
+    text: str, chunk_tokens: float, token_counter: TokenCounter = approx_token_count
+) -> list[Span]:
+    """Cut ``text`` into consecutive word-aligned spans of at most ``chunk_tokens`` tokens.
+
+    Words are packed greedily by their own counts, then each span is checked as a whole (a
+    subword tokenizer may count a span differently from its words) and shortened until it fits.
+    A single word longer than the limit still forms a span, so no text is ever dropped.
+    """
+    if chunk_tokens <= 0:
+        raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
+    words = [(m.start(), m.end()) for m in _WORD_SPAN.finditer(text)]
+    costs = [token_counter(text[start:end]) for start, end in words]
+    spans: list[Span] = []
+    i = 0
+    while i < len(words):
+        j, used = i + 1, costs[i]
+        while j < len(words) and used + costs[j] <= chunk_tokens + TOKEN_EPSILON:
+            used += costs[j]
+            j += 1
+        while j - i > 1 and (
+            token_counter(text[words[i][0] : words[j - 1][1]]) > chunk_tokens + TOKEN_EPSILON
+        ):
+            j -= 1
+        spans.append((words[i][0], words[j - 1][1]))
+        i = j
+    return spans
+
+
+CHRONO_SUMMARY_PROMPT = PromptTemplate(
+    "---Task: chrono_summary---\n"
+    "You are reading a long story in order. Summarise the consecutive passage below.\n"
+    "- Keep the events in the order in which they happen in the passage.\n"
+    "- Name characters, places and objects explicitly; never leave a pronoun without its name.\n"
+    "- Keep who did what to whom, where and when; drop style, description and repetition.\n"
+    "- Write plain sentences, no lists, no headings, no comments about the task.\n"
+    "\n"
+    "Passage:\n"
+    "{text}\n"
+    "\n"
+    "Summary:\n"
+)
+
+CHRONO_RELATIONS_PROMPT = PromptTemplate(
+    "---Task: chrono_relations---\n"
+    "Below is the summary of one part of a story. First list the entities it names (characters, "
+    "places, objects, groups). Then, for each pair of entities that interact or are related in "
+    "this part, write one self-contained sentence describing that relation or interaction as told "
+    "here, using full names (for example: \"George Darrow is in London for a dinner party where "
+    "he reunites with Anna\"). List the relations in the order the summary tells them.\n"
+    "\n"
+    "Return only JSON of this form:\n"
+    '{"entities": ["<name>", ...], "relations": [{"source": "<name>", "target": "<name>", '
+    '"description": "<one sentence>"}, ...]}\n'
+    "\n"
+    "Summary:\n"
+    "{text}\n"
+)
+
+
+class ChronoRelation(BaseModel):
+    """One relation description between two entities of a summary (a layer-1 fact)."""
+
+    source: str = Field(default="", description="First entity of the relation.")
+    target: str = Field(default="", description="Second entity of the relation.")
+    description: str = Field(description="One self-contained sentence describing the relation.")
+
+
+class ChronoRelations(BaseModel):
+    """Entities and relation descriptions extracted from one group summary."""
+
+    entities: list[str] = Field(default_factory=list)
+    relations: list[ChronoRelation] = Field(default_factory=list)
+
+
+class ChronoLayerBuilder(PromptMixin):
+    """Document builder adding ChronoRAG's layer 0 (chunks) and layer 1 (facts) to the graph.
+
+    Pass it to the index: ``E2RAGIndex.from_documents(docs, doc_builders=[ChronoLayerBuilder()])``.
+
+    ``facts`` picks where layer 1 comes from: ``"llm"`` (the paper: summarise each group of
+    ``group_size`` chunks, then extract relation descriptions; needs an LLM), ``"events"`` (no
+    LLM: the event clauses the chunk extractors put in the graph), or ``"auto"`` (the LLM when one
+    is given or configured, else events).
+    """
+
+    def __init__(
+        self,
+        llm_runner: Optional["LLMRunner"] = None,
+        *,
+        chunk_tokens: float = 100,
+        group_size: int = 10,
+        facts: FactSource = "auto",
+        token_counter: Optional[TokenCounter] = None,
+        summary_prompt: Optional[BasePromptTemplate] = None,
+        relations_prompt: Optional[BasePromptTemplate] = None,
+    ) -> None:
+        if chunk_tokens <= 0:
+            raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
+        if group_size < 1:
+            raise ValueError(f"group_size must be at least 1, got {group_size}")
+        if facts not in ("auto", "llm", "events"):
+            raise ValueError(f"facts must be 'auto', 'llm' or 'events', got {facts!r}")
+        self.llm_runner = llm_runner
+        self.chunk_tokens = chunk_tokens
+        self.group_size = group_size
+        self.facts = facts
+        self.token_counter: TokenCounter = token_counter or approx_token_count
+        self.summary_prompt = summary_prompt or CHRONO_SUMMARY_PROMPT
+        self.relations_prompt = relations_prompt or CHRONO_RELATIONS_PROMPT
+        self._explicit_runner = llm_runner is not None
+        self._runner_resolved = llm_runner is not None
+
+    def use_llm_runner(self, runner: Optional["LLMRunner"]) -> None:
+        """Adopt the index's runner (cache, stats, retries) unless one was given explicitly.
+
+        Without this, ``facts="auto"`` resolves an LLM on its own (``Settings.llm``,
+        ``OPENAI_API_KEY``) and would not see an LLM passed only to the index.
+        """
+        if not self._explicit_runner:
+            self.llm_runner = runner
+            self._runner_resolved = True
+
+    # -- prompts --------------------------------------------------------------------------------
+    def _get_prompts(self) -> PromptDictType:
+        return {"summary_prompt": self.summary_prompt, "relations_prompt": self.relations_prompt}
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        if "summary_prompt" in prompts_dict:
+            self.summary_prompt = prompts_dict["summary_prompt"]
+        if "relations_prompt" in prompts_dict:
+            self.relations_prompt = prompts_dict["relations_prompt"]
+
+    # -- DocumentBuilder ------------------------------------------------------------------------
+    async def abuild(
+        self,
+        document: BaseNode,
+        doc_order: int,
+        chunks: Sequence[BaseNode],
+        graph: GraphStore,
+    ) -> tuple[list[GraphNode], list[GraphEdge]]:
+        """Build both layers of one document; ``graph`` already holds its extracted nodes."""
+        text = document.get_content(metadata_mode=MetadataMode.NONE)
+        doc_id = chunk_doc_id(chunks[0]) if chunks else document.doc_id
+        layer0 = self._layer0(text, doc_id, doc_order, chunks)
+        if not layer0:
+            return [], []
+        runner = self._resolve_runner()
+        if runner is not None:
+            facts, edges = await self._llm_facts(runner, text, layer0, doc_id, doc_order)
+        else:
+            facts, edges = self._event_facts(graph, layer0, doc_id, doc_order)
+        return layer0 + facts, edges
+
+    def _resolve_runner(self) -> Optional["LLMRunner"]:
+        """The runner used for layer 1, or None for the LLM-free (events) path."""
+        if self.facts == "events":
+            return None
+        if not self._runner_resolved:
+            from llama_index_e2rag.llm import LLMRunner, resolve_llm
+
+            llm = resolve_llm()
+            self.llm_runner = LLMRunner(llm) if llm is not None else None
+            self._runner_resolved = True
+        if self.llm_runner is None and self.facts == "llm":
+            raise MissingModelError(
+                "ChronoLayerBuilder(facts='llm') needs an LLM: pass llm_runner=LLMRunner(llm), set "
+                "Settings.llm or OPENAI_API_KEY, or use facts='events' for the LLM-free layer"
+            )
+        return self.llm_runner
+
+    # -- layer 0 --------------------------------------------------------------------------------
+    def _layer0(
+        self, text: str, doc_id: str, doc_order: int, chunks: Sequence[BaseNode]
+    ) -> list[GraphNode]:
+        """Fixed-length chunks in story order, each mapped to the extraction chunk it starts in."""
+        extraction = sorted((chunk_offset(c), c.node_id) for c in chunks)
+        starts = [start for start, _ in extraction]
+        spans = fixed_length_spans(text, self.chunk_tokens, self.token_counter)
+        nodes = []
+        for i, (start, end) in enumerate(spans):
+            piece = text[start:end]
+            at = bisect.bisect_right(starts, start) - 1
+            nodes.append(
+                GraphNode(
+                    id=make_id(doc_id, LAYER0_ID_KIND, (i, start), piece),
+                    kind=NodeKind.CHUNK,
+                    text=piece,
+                    doc_id=doc_id,
+                    pos=(doc_order, start, 0),
+                    span=(start, end),
+                    chunk_id=extraction[at][1] if at >= 0 else None,
+                    attrs={
+                        "layer": 0,
+                        "chrono_index": i,
+                        "group": i // self.group_size,
+                        "embed": False,
+                    },
+                )
+            )
+        return nodes
+
+    # -- layer 1 with an LLM --------------------------------------------------------------------
+    async def _llm_facts(
+        self,
+        runner: "LLMRunner",
+        text: str,
+        layer0: list[GraphNode],
+        doc_id: str,
+        doc_order: int,
+    ) -> tuple[list[GraphNode], list[GraphEdge]]:
+        """Summarise each group, extract its relation descriptions; index them in story order."""
+        groups = [
+            layer0[i : i + self.group_size] for i in range(0, len(layer0), self.group_size)
+        ]
+        bounds = [(_span(group[0])[0], _span(group[-1])[1]) for group in groups]
+        answers = await asyncio.gather(
+            *(self._group_relations(runner, text[start:end]) for start, end in bounds),
+            return_exceptions=True,
+        )
+        facts: list[GraphNode] = []
+        edges: list[GraphEdge] = []
+        for g, (group, (start, end), answer) in enumerate(zip(groups, bounds, answers)):
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, Exception):
+                    raise answer
+                self._record_failure(group, f"{type(answer).__name__}: {answer}")
+                continue
+            for k, relation in enumerate(answer):
+                fact = GraphNode(
+                    id=make_id(doc_id, LAYER1_ID_KIND, (g, k), relation.description),
+                    kind=NodeKind.FACT,
+                    text=relation.description,
+                    doc_id=doc_id,
+                    pos=(doc_order, start, len(facts)),
+                    span=(start, end),
+                    chunk_id=group[0].chunk_id,
+                    name=f"{relation.source} / {relation.target}".strip(" /") or None,
+                    attrs={
+                        "layer": 1,
+                        "narrative_index": [g, k],
+                        "chrono_index": len(facts),
+                        "group": g,
+                        "source": "llm",
+                        "entities": [e for e in (relation.source, relation.target) if e],
+                    },
+                )
+                facts.append(fact)
+                edges.extend(_child_edge(fact, chunk) for chunk in group)
+        return facts, edges
+
+    async def _group_relations(self, runner: "LLMRunner", passage: str) -> list[ChronoRelation]:
+        """Two LLM calls per group, as in the paper: summary, then entities and relations."""
+        summary = await runner.acomplete(self.summary_prompt, kind="chrono_summary", text=passage)
+        extracted = await runner.astructured(
+            self.relations_prompt, ChronoRelations, kind="chrono_relations", text=summary.strip()
+        )
+        seen: set[str] = set()
+        relations = []
+        for relation in extracted.relations:
+            description = " ".join(relation.description.split())
+            if description and description.lower() not in seen:
+                seen.add(description.lower())
+                relations.append(relation.model_copy(update={"description": description}))
+        return relations
+
+    @staticmethod
+    def _record_failure(group: list[GraphNode], reason: str) -> None:
+        """A failed group keeps its layer-0 chunks (marked, logged) and contributes no facts."""
+        logger.warning("chrono layer 1: group at %s produced no facts (%s)", group[0].pos, reason)
+        for chunk in group:
+            chunk.attrs["chrono_error"] = reason
+
+    # -- layer 1 without an LLM -----------------------------------------------------------------
+    def _event_facts(
+        self, graph: GraphStore, layer0: list[GraphNode], doc_id: str, doc_order: int
+    ) -> tuple[list[GraphNode], list[GraphEdge]]:
+        """The document's events as facts in story order; children = layer-0 chunks they overlap.
+
+        The narrative index comes from the layer-0 chunk holding the event's position, so it
+        grows with the story even when an event's span is its whole extraction chunk (LLM events).
+        """
+        events = [e for e in graph.nodes(NodeKind.EVENT, doc_id) if e.text.strip()]
+        if not events:
+            logger.warning(
+                "chrono layer 1 for %s: no event nodes in the graph (run a chunk extractor such as "
+                "GroundedExtractor, or give the builder an LLM); the document has no facts",
+                doc_id,
+            )
+        starts = [_span(chunk)[0] for chunk in layer0]
+        facts: list[GraphNode] = []
+        edges: list[GraphEdge] = []
+        per_group: dict[int, int] = {}
+        for event in events:  # graph.nodes returns story order
+            start, end = _event_span(graph, event)
+            home = layer0[max(bisect.bisect_right(starts, event.pos[1]) - 1, 0)]
+            g = int(home.attrs["group"])
+            k = per_group.get(g, 0)
+            per_group[g] = k + 1
+            fact = GraphNode(
+                id=make_id(doc_id, LAYER1_ID_KIND, (g, k), event.text),
+                kind=NodeKind.FACT,
+                text=event.text,
+                doc_id=doc_id,
+                pos=(doc_order, event.pos[1], len(facts)),
+                span=(start, end),
+                chunk_id=event.chunk_id,
+                name=event.name,
+                attrs={
+                    "layer": 1,
+                    "narrative_index": [g, k],
+                    "chrono_index": len(facts),
+                    "group": g,
+                    "source": "events",
+                    "event_id": event.id,
+                },
+            )
+            facts.append(fact)
+            children = {c.id: c for c in [home, *_overlapping(layer0, starts, start, end)]}
+            edges.extend(_child_edge(fact, chunk) for chunk in children.values())
+        return facts, edges
+
+
+def _span(node: GraphNode) -> Span:
+    """A node's char span, or the empty span at its position."""
+    return node.span if node.span is not None else (node.pos[1], node.pos[1])
+
+
+def _child_edge(fact: GraphNode, chunk: GraphNode) -> GraphEdge:
+    return GraphEdge(source=fact.id, target=chunk.id, kind=EdgeKind.CHILD, doc_id=fact.doc_id)
+
+
+def _event_span(graph: GraphStore, event: GraphNode) -> Span:
+    """An event's char span: its own, else its extraction chunk's, else its position."""
+    if event.span is not None:
+        return event.span
+    chunk = graph.get_node(event.chunk_id) if event.chunk_id else None
+    if chunk is not None and chunk.span is not None:
+        return chunk.span
+    return (event.pos[1], event.pos[1] + 1)
+
+
+def _overlapping(
+    layer0: list[GraphNode], starts: list[int], start: int, end: int
+) -> list[GraphNode]:
+    """Layer-0 chunks whose span overlaps [start, end); at least the chunk holding ``start``."""
+    first = max(bisect.bisect_right(starts, start) - 1, 0)
+    last = max(bisect.bisect_left(starts, max(end, start + 1)), first + 1)
+    return layer0[first:last]

@@ -1,0 +1,324 @@
+"""ChronoRAG retrieval (paper 003, §3.1 "Neighborhood Assembling", §3.2): keys, values, children.
+
+A layer-1 fact found by vector search is only the *key*; what the LLM reads is its *value*, the
+window of neighbouring facts of the same document concatenated in narrative-index order, followed by
+the layer-0 chunks the key was derived from (they keep the details and dialogue a summary drops).
+Passages come out ranked by relevance (the paper) or in story order, and never exceed the budget.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Optional, Sequence
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.schema import (
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+    TextNode,
+)
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
+
+from llama_index_e2rag.errors import E2RAGError
+from llama_index_e2rag.extract.chrono import TOKEN_EPSILON, TokenCounter, approx_token_count
+from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, Position, normalize_text
+
+if TYPE_CHECKING:
+    from llama_index_e2rag.index import E2RAGIndex
+
+PassageOrder = Literal["relevance", "story"]
+
+_TERM = re.compile(r"[a-z0-9]+")
+_WORD = re.compile(r"\S+")
+_STOP = frozenset(
+    "a an the of and or to in on at by for with from as is was were be been it its he she they "
+    "his her their them him i you we this that these those what who whom how when where why did "
+    "do does not no but so then there had has have into out up down".split()
+)
+#: Metadata users and tools need but an embedding or an LLM should not see.
+_HIDDEN_KEYS = ("layer", "doc_id", "narrative_index", "chrono_index", "key", "fact_ids",
+                "child_ids", "parent_id", "truncated")
+
+
+class ChronoLayerMissingError(E2RAGError, ValueError):
+    """ChronoRAG retrieval was asked of an index built without the chrono layers."""
+
+
+def has_chrono_layer(graph: GraphStore) -> bool:
+    """True when some document of ``graph`` was built by ``ChronoLayerBuilder``."""
+    if any(node.attrs.get("layer") == 1 for node in graph.nodes(NodeKind.FACT)):
+        return True
+    return any(node.attrs.get("layer") == 0 for node in graph.nodes(NodeKind.CHUNK))
+
+
+@dataclass
+class _Passage:
+    """One retrieved passage before it becomes a NodeWithScore."""
+
+    id: str
+    layer: int
+    text: str
+    score: float
+    doc_id: str
+    pos: Position
+    span: tuple[int, int]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    relationships: dict[NodeRelationship, Any] = field(default_factory=dict)
+
+
+class ChronoRetriever(BaseRetriever):
+    """Hierarchical ChronoRAG retriever over an ``E2RAGIndex`` built with ``ChronoLayerBuilder``.
+
+    ``similarity_top_k`` facts are retrieved as keys (20 and a 1,500-token budget in the paper);
+    each key's value is its window of ±``window`` neighbouring facts; after it come up to
+    ``children_per_fact`` of its layer-0 chunks, those sharing most words with the query and the
+    key. Facts already shown by a better-ranked passage are not repeated. ``order="story"``
+    re-sorts the selected passages by narrative position; ``token_budget`` (counted with
+    ``token_counter`` on passage texts) is filled in relevance order, the overflowing passage cut.
+    """
+
+    def __init__(
+        self,
+        index: "E2RAGIndex",
+        similarity_top_k: int = 20,
+        window: int = 1,
+        order: PassageOrder = "relevance",
+        token_budget: Optional[int] = 1500,
+        children_per_fact: int = 1,
+        token_counter: Optional[TokenCounter] = None,
+        callback_manager: Optional[CallbackManager] = None,
+        verbose: bool = False,
+    ) -> None:
+        if similarity_top_k < 1:
+            raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
+        if window < 0:
+            raise ValueError(f"window must be 0 or more, got {window}")
+        if order not in ("relevance", "story"):
+            raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
+        if token_budget is not None and token_budget <= 0:
+            raise ValueError(f"token_budget must be positive or None, got {token_budget}")
+        if children_per_fact < 0:
+            raise ValueError(f"children_per_fact must be 0 or more, got {children_per_fact}")
+        if not has_chrono_layer(index.graph_store):
+            raise ChronoLayerMissingError(
+                "this index has no ChronoRAG layers; build it with "
+                "E2RAGIndex.from_documents(docs, doc_builders=[ChronoLayerBuilder()]) "
+                "(from llama_index_e2rag import ChronoLayerBuilder) to use mode='chrono'"
+            )
+        self._index = index
+        self.similarity_top_k = similarity_top_k
+        self.window = window
+        self.order = order
+        self.token_budget = token_budget
+        self.children_per_fact = children_per_fact
+        self.token_counter: TokenCounter = token_counter or approx_token_count
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    # -- the two entry points -------------------------------------------------------------------
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        embed_model = self._index.embed_model
+        embedding = query_bundle.embedding or embed_model.get_agg_embedding_from_queries(
+            query_bundle.embedding_strs
+        )
+        result = self._index.vector_store(NodeKind.FACT).query(self._vector_query(embedding))
+        return self._assemble(query_bundle.query_str, result)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        embed_model = self._index.embed_model
+        embedding = query_bundle.embedding or await embed_model.aget_agg_embedding_from_queries(
+            query_bundle.embedding_strs
+        )
+        result = await self._index.vector_store(NodeKind.FACT).aquery(
+            self._vector_query(embedding)
+        )
+        return self._assemble(query_bundle.query_str, result)
+
+    def _vector_query(self, embedding: Sequence[float]) -> VectorStoreQuery:
+        return VectorStoreQuery(
+            query_embedding=list(embedding), similarity_top_k=self.similarity_top_k
+        )
+
+    # -- assembling -----------------------------------------------------------------------------
+    def _assemble(self, query: str, result: VectorStoreQueryResult) -> list[NodeWithScore]:
+        """Keys → values → children, then budget and order (shared by sync and async)."""
+        graph: GraphStore = self._index.graph_store
+        keys = self._keys(graph, result)
+        timelines: dict[str, tuple[list[GraphNode], dict[str, int]]] = {}
+        shown: set[str] = set()
+        passages: list[_Passage] = []
+        query_terms = _terms(query)
+        for key, score in keys:
+            if key.doc_id not in timelines:
+                facts = _timeline(graph, key.doc_id)
+                timelines[key.doc_id] = (facts, {f.id: i for i, f in enumerate(facts)})
+            timeline, index_of = timelines[key.doc_id]
+            at = index_of[key.id]
+            window = timeline[max(at - self.window, 0) : at + self.window + 1]
+            new_facts = _without_repeats([fact for fact in window if fact.id not in shown])
+            shown.update(fact.id for fact in window)
+            children = [
+                c for c in graph.neighbors(key.id, [EdgeKind.CHILD], "out")
+                if c.attrs.get("layer") == 0
+            ]
+            if new_facts:
+                passages.append(_value_passage(key, new_facts, children, score))
+            for chunk in self._best_children(children, query_terms | _terms(key.text), shown):
+                shown.add(chunk.id)
+                passages.append(_chunk_passage(chunk, key, score))
+        selected = self._within_budget(passages)
+        if self.order == "story":
+            selected.sort(key=lambda p: (p.pos, p.layer, p.id))
+        return [_to_node(p) for p in selected]
+
+    def _keys(
+        self, graph: GraphStore, result: VectorStoreQueryResult
+    ) -> list[tuple[GraphNode, float]]:
+        """Chrono facts among the vector hits, best first, each once."""
+        ids = result.ids or [node.node_id for node in (result.nodes or [])]
+        scores = list(result.similarities or [])
+        keys: list[tuple[GraphNode, float]] = []
+        seen: set[str] = set()
+        for rank, node_id in enumerate(ids):
+            node = graph.get_node(node_id)
+            if node is None or node.id in seen or node.attrs.get("layer") != 1:
+                continue
+            seen.add(node.id)
+            keys.append((node, float(scores[rank]) if rank < len(scores) else 0.0))
+        return keys
+
+    def _best_children(
+        self, children: list[GraphNode], terms: set[str], shown: set[str]
+    ) -> list[GraphNode]:
+        """The key's layer-0 chunks sharing most words with query and key (story order on ties)."""
+        fresh = [c for c in children if c.id not in shown]
+        ranked = sorted(fresh, key=lambda c: (-len(terms & _terms(c.text)), c.pos, c.id))
+        return ranked[: self.children_per_fact]
+
+    def _within_budget(self, passages: list[_Passage]) -> list[_Passage]:
+        """Passages in relevance order until the budget is spent; the overflowing one is cut."""
+        if self.token_budget is None:
+            return passages
+        selected: list[_Passage] = []
+        remaining = float(self.token_budget)
+        for passage in passages:
+            cost = self.token_counter(passage.text)
+            if cost <= remaining + TOKEN_EPSILON:
+                selected.append(passage)
+                remaining -= cost
+                continue
+            cut = _truncate(passage.text, remaining, self.token_counter)
+            if cut:
+                passage.text = cut
+                passage.metadata["truncated"] = True
+                selected.append(passage)
+            break
+        return selected
+
+
+def _timeline(graph: GraphStore, doc_id: str) -> list[GraphNode]:
+    """A document's layer-1 facts in narrative-index order (windows never leave the document)."""
+    facts = [f for f in graph.nodes(NodeKind.FACT, doc_id) if f.attrs.get("layer") == 1]
+    return sorted(facts, key=lambda f: (int(f.attrs.get("chrono_index", 0)), f.pos, f.id))
+
+
+def _without_repeats(facts: list[GraphNode]) -> list[GraphNode]:
+    """Drop facts whose text another fact of the value already says (nested event clauses)."""
+    said = [normalize_text(f.text) for f in facts]
+    kept = []
+    for i, fact in enumerate(facts):
+        inside = any(
+            j != i and said[i] in said[j] and (said[i] != said[j] or j < i)
+            for j in range(len(facts))
+        )
+        if not inside:
+            kept.append(fact)
+    return kept
+
+
+def _terms(text: str) -> set[str]:
+    """Content-word stems (5-letter prefixes) for the cheap query/chunk overlap."""
+    return {w[:5] for w in _TERM.findall(text.lower()) if w not in _STOP}
+
+
+def _truncate(text: str, budget: float, counter: TokenCounter) -> str:
+    """Longest word prefix of ``text`` (original spacing kept) whose count stays within budget."""
+    ends = [m.end() for m in _WORD.finditer(text)]
+    lo, hi = 0, len(ends)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if counter(text[: ends[mid - 1]]) <= budget + TOKEN_EPSILON:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[: ends[lo - 1]] if lo else ""
+
+
+def _value_passage(
+    key: GraphNode, facts: list[GraphNode], children: list[GraphNode], score: float
+) -> _Passage:
+    first = facts[0]
+    spans = [f.span or (f.pos[1], f.pos[1]) for f in facts]
+    return _Passage(
+        id=key.id,
+        layer=1,
+        text="\n".join(" ".join(f.text.split()) for f in facts),
+        score=score,
+        doc_id=key.doc_id,
+        pos=first.pos,
+        span=(min(s[0] for s in spans), max(s[1] for s in spans)),
+        metadata={
+            "layer": 1,
+            "doc_id": key.doc_id,
+            "position": list(first.pos),
+            "narrative_index": key.attrs.get("narrative_index"),
+            "key": key.text,
+            "fact_ids": [f.id for f in facts],
+            "child_ids": [c.id for c in children],
+        },
+        relationships={
+            NodeRelationship.CHILD: [RelatedNodeInfo(node_id=c.id) for c in children],
+        },
+    )
+
+
+def _chunk_passage(chunk: GraphNode, key: GraphNode, score: float) -> _Passage:
+    start = (chunk.span or (chunk.pos[1], chunk.pos[1]))[0]
+    return _Passage(
+        id=chunk.id,
+        layer=0,
+        text=chunk.text,
+        score=score,
+        doc_id=chunk.doc_id,
+        pos=chunk.pos,
+        span=chunk.span or (start, start + len(chunk.text)),
+        metadata={
+            "layer": 0,
+            "doc_id": chunk.doc_id,
+            "position": list(chunk.pos),
+            "chrono_index": chunk.attrs.get("chrono_index"),
+            "parent_id": key.id,
+        },
+        relationships={NodeRelationship.PARENT: RelatedNodeInfo(node_id=key.id)},
+    )
+
+
+def _to_node(passage: _Passage) -> NodeWithScore:
+    relationships = dict(passage.relationships)
+    relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=passage.doc_id)
+    hidden = [k for k in _HIDDEN_KEYS if k in passage.metadata]
+    node = TextNode(
+        id_=passage.id,
+        text=passage.text,
+        metadata=passage.metadata,
+        relationships=relationships,
+        start_char_idx=passage.span[0],
+        end_char_idx=passage.span[1],
+        excluded_llm_metadata_keys=hidden,
+        excluded_embed_metadata_keys=[*passage.metadata],
+    )
+    return NodeWithScore(node=node, score=passage.score)
