@@ -1,0 +1,273 @@
+"""Build one document's event layer from LightRAG chunks: mentions, events, bipartite edges.
+
+Mentions come from LightRAG's own per-chunk entity records (what ``extract_entities`` returned for
+that chunk, before LightRAG merges entities across chunks), so a mention keeps the description it
+has *in that chunk*. Events come from a separate LLM pass with the shared event prompt
+(``extract/prompts.py``), parsed by the shared parser (``llm.parse_json_output`` with one repair
+round); nodes and edges come from the same builder as llama_index_e2rag
+(``extract/e2rag.build_chunk_graph``: mentions, events, bipartite and co-occurrence edges).
+
+LLM calls go through LightRAG's ``extract`` role function and LightRAG's LLM response cache under
+our own cache types (``e2rag_event``, ``e2rag_mention``): re-running costs nothing, and LightRAG's
+rebuild-from-cache, which reads only ``cache_type == "extract"``, never sees our answers. An
+answer is cached only once it parses, so a malformed answer is asked again next time instead of
+being replayed forever. A chunk whose event answer cannot be parsed is recorded as failed (its
+mentions stay); the document is never lost over it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional, Type, TypeVar
+
+from lightrag.utils import (
+    CacheData,
+    compute_args_hash,
+    generate_cache_key,
+    get_llm_cache_identity,
+    handle_cache,
+    remove_think_tags,
+    save_to_cache,
+    serialize_llm_cache_identity,
+)
+from llama_index.core.prompts import BasePromptTemplate
+from pydantic import BaseModel
+
+from llama_index_e2rag.errors import LLMOutputError
+from llama_index_e2rag.extract.e2rag import build_chunk_graph
+from llama_index_e2rag.extract.prompts import (
+    ENTITY_EXTRACTION,
+    ENTITY_EXTRACTION_PROMPT,
+    EVENT_EXTRACTION,
+    EVENT_EXTRACTION_PROMPT,
+    EntityExtraction,
+    EventExtraction,
+    ExtractedEntity,
+    ExtractedEvent,
+)
+from llama_index_e2rag.llm import JSON_REPAIR_PROMPT, OutputParseError, parse_json_output
+
+from lightrag_ext.storage import DocLayer
+
+if TYPE_CHECKING:
+    from lightrag import LightRAG
+
+logger = logging.getLogger(__name__)
+
+EVENT_CACHE_TYPE = "e2rag_event"
+MENTION_CACHE_TYPE = "e2rag_mention"
+Model = TypeVar("Model", bound=BaseModel)
+
+#: LightRAG's per-chunk extraction result: entity name -> the entity records of that chunk.
+ChunkEntities = dict[str, list[dict[str, Any]]]
+
+
+@dataclass
+class ChunkInput:
+    """A LightRAG chunk as the layer needs it."""
+
+    chunk_id: str
+    doc_id: str
+    content: str
+    order: int
+    file_path: str
+
+
+def chunk_inputs(chunks: dict[str, dict[str, Any]]) -> list[ChunkInput]:
+    """LightRAG chunk records (``text_chunks`` rows) in document order."""
+    items = [
+        ChunkInput(
+            chunk_id=chunk_id,
+            doc_id=row["full_doc_id"],
+            content=row.get("content", ""),
+            order=int(row.get("chunk_order_index", 0)),
+            file_path=row.get("file_path") or "unknown_source",
+        )
+        for chunk_id, row in chunks.items()
+    ]
+    return sorted(items, key=lambda c: (c.doc_id, c.order, c.chunk_id))
+
+
+def chunk_offsets(doc_text: Optional[str], chunks: list[ChunkInput]) -> dict[str, int]:
+    """Absolute character offset of each chunk in its document (LightRAG does not keep them).
+
+    Chunks are found in order, each search starting after the previous chunk's start, so
+    overlapping chunks and repeated text land where they belong; a chunk that cannot be found
+    (rewritten by a custom chunker) sits right after its predecessor.
+    """
+    offsets: dict[str, int] = {}
+    cursor = 0
+    for chunk in chunks:
+        found = doc_text.find(chunk.content.strip(), cursor) if doc_text else -1
+        offsets[chunk.chunk_id] = found if found >= 0 else cursor
+        cursor = (found if found >= 0 else cursor) + 1
+    return offsets
+
+
+def entities_from_records(records: ChunkEntities) -> list[ExtractedEntity]:
+    """Per-chunk LightRAG entity records as the shared ``ExtractedEntity`` model.
+
+    One record per name; if gleaning left several, the longest description wins (LightRAG's own
+    rule when it merges a gleaning pass).
+    """
+    entities = []
+    for name, rows in records.items():
+        if not rows:
+            continue
+        best = max(rows, key=lambda r: len(r.get("description") or ""))
+        entities.append(
+            ExtractedEntity(
+                name=best.get("entity_name") or name,
+                type=best.get("entity_type") or "Other",
+                description=best.get("description") or "",
+            )
+        )
+    return entities
+
+
+class CachedExtractor:
+    """Structured LLM calls through LightRAG's extract function and LLM response cache."""
+
+    def __init__(self, rag: "LightRAG") -> None:
+        config = rag._build_global_config()
+        self._llm: Callable[..., Any] = config["role_llm_funcs"]["extract"]
+        self._identity = serialize_llm_cache_identity(get_llm_cache_identity(config, "extract"))
+        self._cache = rag.llm_response_cache if rag.enable_llm_cache_for_entity_extract else None
+
+    async def structured(
+        self, prompt: str, output_cls: Type[Model], *, cache_type: str, chunk_id: str
+    ) -> tuple[Model, Optional[str]]:
+        """Parsed answer and its cache key; raises ``LLMOutputError`` when it cannot be parsed."""
+        args_hash = compute_args_hash(prompt, "\n<llm_identity>\n", self._identity)
+        cache_key = generate_cache_key("default", cache_type, args_hash)
+        cached = await handle_cache(self._cache, args_hash, prompt, "default", cache_type)
+        if cached is not None:
+            try:
+                return parse_json_output(cached[0], output_cls), cache_key
+            except OutputParseError:
+                logger.warning("Cached %s answer for %s no longer parses", cache_type, chunk_id)
+        answer = remove_think_tags(await self._llm(prompt))
+        try:
+            parsed = parse_json_output(answer, output_cls)
+        except OutputParseError as first:
+            repair = JSON_REPAIR_PROMPT.format(
+                prompt=prompt,
+                output=answer,
+                error=str(first),
+                schema=json.dumps(output_cls.model_json_schema()),
+            )
+            answer = remove_think_tags(await self._llm(repair))
+            try:
+                parsed = parse_json_output(answer, output_cls)
+            except OutputParseError as second:
+                raise LLMOutputError(
+                    f"{cache_type} answer for chunk {chunk_id} could not be parsed as "
+                    f"{output_cls.__name__}, even after one repair round: {second}"
+                ) from second
+        if self._cache is None:
+            return parsed, None
+        await save_to_cache(
+            self._cache,
+            CacheData(
+                args_hash=args_hash,
+                content=answer,
+                prompt=prompt,
+                cache_type=cache_type,
+                chunk_id=chunk_id,
+            ),
+        )
+        return parsed, cache_key
+
+
+async def build_doc_layer(
+    rag: "LightRAG",
+    doc_id: str,
+    chunks: list[ChunkInput],
+    entity_records: dict[str, Optional[ChunkEntities]],
+    *,
+    doc_text: Optional[str],
+    doc_created_at: Optional[str],
+    event_prompt: BasePromptTemplate = EVENT_EXTRACTION_PROMPT,
+    mention_prompt: BasePromptTemplate = ENTITY_EXTRACTION_PROMPT,
+) -> DocLayer:
+    """The event layer of one document.
+
+    ``entity_records[chunk_id]`` is LightRAG's per-chunk entity extraction; ``None`` means it
+    could not be recovered, and a mention pass with the shared entity prompt stands in.
+    """
+    extractor = CachedExtractor(rag)
+    offsets = chunk_offsets(doc_text, chunks)
+    layer = DocLayer(
+        doc_id=doc_id,
+        file_path=chunks[0].file_path if chunks else "unknown_source",
+        chunk_ids=[c.chunk_id for c in chunks],
+        chunk_offsets=offsets,
+        doc_created_at=doc_created_at,
+    )
+
+    async def one_chunk(chunk: ChunkInput) -> None:
+        records = entity_records.get(chunk.chunk_id)
+        if records is None:
+            layer.mention_source = "e2rag_mention_pass"
+            entities = await _mention_pass(extractor, mention_prompt, chunk, layer)
+        else:
+            entities = entities_from_records(records)
+        events: list[ExtractedEvent] = []
+        try:
+            extraction, key = await extractor.structured(
+                event_prompt.format(text=chunk.content),
+                EventExtraction,
+                cache_type=EVENT_CACHE_TYPE,
+                chunk_id=chunk.chunk_id,
+            )
+            events = extraction.events
+            if key:
+                layer.cache_keys.append(key)
+        except Exception as exc:  # noqa: BLE001 - one chunk's failure never loses the document
+            _record_failure(layer, chunk.chunk_id, EVENT_EXTRACTION, exc)
+        nodes, edges = build_chunk_graph(
+            entities,
+            events,
+            text=chunk.content,
+            doc_id=chunk.doc_id,
+            chunk_id=chunk.chunk_id,
+            doc_order=0,
+            chunk_start=offsets[chunk.chunk_id],
+        )
+        layer.nodes.extend(nodes)
+        layer.edges.extend(edges)
+
+    await asyncio.gather(*(one_chunk(c) for c in chunks))
+    order = {c.chunk_id: i for i, c in enumerate(chunks)}
+    layer.nodes.sort(key=lambda n: (order[n.chunk_id or ""], n.kind.value, n.pos, n.id))
+    layer.edges.sort(key=lambda e: (e.source, e.target))
+    layer.cache_keys.sort()
+    return layer
+
+
+async def _mention_pass(
+    extractor: CachedExtractor, prompt: BasePromptTemplate, chunk: ChunkInput, layer: DocLayer
+) -> list[ExtractedEntity]:
+    try:
+        extraction, key = await extractor.structured(
+            prompt.format(text=chunk.content),
+            EntityExtraction,
+            cache_type=MENTION_CACHE_TYPE,
+            chunk_id=chunk.chunk_id,
+        )
+    except Exception as exc:  # noqa: BLE001 - the chunk keeps its events
+        _record_failure(layer, chunk.chunk_id, ENTITY_EXTRACTION, exc)
+        return []
+    if key:
+        layer.cache_keys.append(key)
+    return extraction.entities
+
+
+def _record_failure(layer: DocLayer, chunk_id: str, kind: str, exc: Exception) -> None:
+    logger.warning("%s failed for chunk %s: %s", kind, chunk_id, exc)
+    reason = f"{kind}: {type(exc).__name__}: {exc}"[:400]
+    previous = layer.failures.get(chunk_id)
+    layer.failures[chunk_id] = f"{previous}; {reason}" if previous else reason

@@ -1,0 +1,226 @@
+"""``E2LightRAG``: LightRAG plus E²RAG's event layer, for new and existing deployments.
+
+LightRAG has no plugin API, so this is a subclass overriding the seams the pipeline calls through
+``self`` (patching ``lightrag.operate`` functions would never reach the pipeline, which imported
+them by name):
+
+- ``_process_extract_entities``: LightRAG's entity pass runs unchanged; its per-chunk results
+  (before the cross-chunk merge) become the chunk's mentions, and our event pass runs on the same
+  chunks (``layer.build_doc_layer``).
+- ``initialize_storages`` / ``finalize_storages`` / ``_index_storages``: the layer's storages
+  (``storage.EventLayerStore``) live and flush with LightRAG's own.
+- ``adelete_by_doc_id``: also removes the document's mentions, events and edges.
+- ``aquery_llm`` / ``aquery_data``: ``mode="e2rag"`` (``QueryParam.mode`` is a ``Literal`` for
+  type checkers only; LightRAG does not validate it at run time); other modes go to LightRAG.
+
+LightRAG's own entity graph, vectors and caches are never written by us beyond the
+``e2rag_*`` LLM cache entries, so the stock modes answer exactly as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import Any, Optional
+
+from lightrag import LightRAG
+from lightrag.base import DeletionResult, QueryParam
+from lightrag.lightrag import _run_sync
+from lightrag.prompt import PROMPTS
+from lightrag.query_validation import validate_query_not_empty, validate_rag_query
+from llama_index.core.prompts import BasePromptTemplate
+
+from llama_index_e2rag.extract.prompts import ENTITY_EXTRACTION_PROMPT, EVENT_EXTRACTION_PROMPT
+
+from lightrag_ext.backfill import BackfillReport, backfill_event_layer
+from lightrag_ext.layer import build_doc_layer, chunk_inputs
+from lightrag_ext.query import E2RAG_MODE, answer, no_result, retrieve, user_data
+from lightrag_ext.storage import EventLayerStore
+
+logger = logging.getLogger(__name__)
+
+
+class E2LightRAG(LightRAG):
+    """A ``LightRAG`` that also builds and queries E²RAG's entity–event layer.
+
+    Same constructor and storages as ``LightRAG``. The layer lives in the workspace
+    ``"<workspace>_e2rag"`` of the configured storage backends (see ``lightrag_ext.storage``).
+    """
+
+    def __post_init__(self, addon_params: Optional[dict[str, Any]] = None) -> None:
+        super().__post_init__(addon_params)
+        self.event_layer = EventLayerStore(self)
+        self._event_layer_ready = False
+        self.event_prompt: BasePromptTemplate = EVENT_EXTRACTION_PROMPT
+        self.mention_prompt: BasePromptTemplate = ENTITY_EXTRACTION_PROMPT
+
+    # -- prompts (llama-index style) ----------------------------------------------------------
+    def get_prompts(self) -> dict[str, BasePromptTemplate]:
+        """The event prompt and the fallback mention prompt (both receive ``{text}``)."""
+        return {"event_prompt": self.event_prompt, "mention_prompt": self.mention_prompt}
+
+    def update_prompts(self, prompts: dict[str, BasePromptTemplate]) -> None:
+        """Replace prompts by name; answers are cached per prompt text, so new ones re-run."""
+        unknown = set(prompts) - {"event_prompt", "mention_prompt"}
+        if unknown:
+            raise ValueError(
+                f"unknown prompt names {sorted(unknown)}; known: event_prompt, mention_prompt"
+            )
+        for name, prompt in prompts.items():
+            setattr(self, name, prompt)
+
+    # -- storage lifecycle ------------------------------------------------------------------
+    async def initialize_storages(self) -> None:
+        await super().initialize_storages()
+        if not self._event_layer_ready:
+            await self.event_layer.initialize()
+            self._event_layer_ready = True
+
+    async def finalize_storages(self) -> None:
+        if self._event_layer_ready:
+            await self.event_layer.finalize()
+            self._event_layer_ready = False
+        await super().finalize_storages()
+
+    def _index_storages(self) -> list:
+        return super()._index_storages() + self.event_layer.storages()
+
+    # -- indexing ---------------------------------------------------------------------------
+    async def _process_extract_entities(
+        self,
+        chunk: dict[str, Any],
+        pipeline_status: Any = None,
+        pipeline_status_lock: Any = None,
+        truncation_tally: Any = None,
+    ) -> list:
+        """LightRAG's entity pass, then the event layer of the same chunks.
+
+        ``chunk`` is LightRAG's ``{chunk_id: chunk record}`` of one document; the entity pass
+        returns one ``(entities, relations)`` pair per chunk, in that order.
+        """
+        results = await super()._process_extract_entities(
+            chunk, pipeline_status, pipeline_status_lock, truncation_tally
+        )
+        records = {chunk_id: nodes for chunk_id, (nodes, _) in zip(chunk, results)}
+        by_doc: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+        for chunk_id, row in chunk.items():
+            by_doc[row["full_doc_id"]][chunk_id] = row
+        for doc_id, rows in by_doc.items():
+            await self._write_layer(doc_id, rows, records)
+        return results
+
+    async def _write_layer(
+        self,
+        doc_id: str,
+        rows: dict[str, dict[str, Any]],
+        records: dict[str, Optional[dict[str, list[dict[str, Any]]]]],
+    ) -> None:
+        full_doc = await self.full_docs.get_by_id(doc_id)
+        status = await self.doc_status.get_by_id(doc_id)
+        layer = await build_doc_layer(
+            self,
+            doc_id,
+            chunk_inputs(rows),
+            records,
+            doc_text=(full_doc or {}).get("content"),
+            doc_created_at=(status or {}).get("created_at"),
+            event_prompt=self.event_prompt,
+            mention_prompt=self.mention_prompt,
+        )
+        await self.event_layer.write_doc(layer)
+        counts = layer.counts()
+        logger.info(
+            "e2rag layer of %s: %d mentions, %d events, %d edges, %d failed chunks",
+            doc_id,
+            counts["mentions"],
+            counts["events"],
+            counts["edges"],
+            len(layer.failures),
+        )
+
+    async def abuild_event_layer(
+        self, doc_ids: Optional[list[str]] = None, *, rebuild: bool = False
+    ) -> BackfillReport:
+        """Build the event layer of documents already indexed by LightRAG (no entity re-run).
+
+        Idempotent: documents whose layer is complete are skipped unless ``rebuild``; documents
+        with failed chunks are retried. ``doc_ids=None`` means every processed document.
+        """
+        return await backfill_event_layer(self, doc_ids, rebuild=rebuild)
+
+    def build_event_layer(
+        self, doc_ids: Optional[list[str]] = None, *, rebuild: bool = False
+    ) -> BackfillReport:
+        """Sync ``abuild_event_layer`` (same loop rules as LightRAG's sync wrappers)."""
+        return _run_sync(
+            lambda: self.abuild_event_layer(doc_ids, rebuild=rebuild),
+            sync_name="build_event_layer",
+            async_name="abuild_event_layer",
+            owning_loop=self._owning_loop,
+        )
+
+    # -- deletion ---------------------------------------------------------------------------
+    async def adelete_by_doc_id(
+        self, doc_id: str, delete_llm_cache: bool = False
+    ) -> DeletionResult:
+        """LightRAG's deletion, then the document's mentions, events, edges (and our cache)."""
+        result = await super().adelete_by_doc_id(doc_id, delete_llm_cache)
+        if result.status not in ("success", "not_found"):
+            return result
+        removed = await self.event_layer.delete_doc(doc_id)
+        if removed is not None and delete_llm_cache:
+            keys = (removed.get("metadata") or {}).get("cache_keys") or []
+            if keys:
+                await self.llm_response_cache.delete(keys)
+                await self.llm_response_cache.index_done_callback()
+        return result
+
+    # -- querying ---------------------------------------------------------------------------
+    async def aquery_llm(
+        self,
+        query: str,
+        param: QueryParam = QueryParam(),
+        system_prompt: str | None = None,
+        progress_callback: Any = None,
+    ) -> dict[str, Any]:
+        if param.mode != E2RAG_MODE:
+            return await super().aquery_llm(query, param, system_prompt, progress_callback)
+        query = validate_rag_query(validate_query_not_empty(query))
+        try:
+            retrieved = await retrieve(self, self.event_layer, query, param)
+            if retrieved is None or not retrieved.bundle.passages:
+                result = no_result()
+                result["llm_response"] = {
+                    "content": PROMPTS["fail_response"],
+                    "response_iterator": None,
+                    "is_streaming": False,
+                    "llm_generated": False,
+                }
+            else:
+                result = await answer(self, query, param, system_prompt, retrieved)
+        except Exception as exc:  # noqa: BLE001 - same contract as LightRAG's aquery_llm
+            logger.exception("e2rag query failed")
+            result = {
+                "status": "failure",
+                "message": f"Query failed: {exc}",
+                "data": {},
+                "metadata": {},
+                "llm_response": {
+                    "content": None,
+                    "response_iterator": None,
+                    "is_streaming": False,
+                    "llm_generated": False,
+                },
+            }
+        await self._query_done()
+        return result
+
+    async def aquery_data(self, query: str, param: QueryParam = QueryParam()) -> dict[str, Any]:
+        if param.mode != E2RAG_MODE:
+            return await super().aquery_data(query, param)
+        query = validate_rag_query(validate_query_not_empty(query))
+        retrieved = await retrieve(self, self.event_layer, query, param)
+        await self._query_done()
+        if retrieved is None or not retrieved.bundle.passages:
+            return no_result()
+        return user_data(retrieved)

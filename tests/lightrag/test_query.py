@@ -1,0 +1,157 @@
+"""Query side: stock modes untouched, the e2rag mode's ranking, context and answer."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from lightrag import LightRAG, QueryParam
+from lightrag.prompt import PROMPTS
+
+from lightrag_ext import E2RAG_MODE, E2LightRAG
+
+from lightrag_fakes import ANSWER_PREFIX, hash_embedding_func, offline_tokenizer, stop_workers
+from lightrag_story import INSERT_KWARGS, LATE_FACET_QUERY, SECOND_STORY, STORY
+
+STOCK_MODES = ["local", "global", "hybrid", "naive", "mix"]
+QUERIES = [LATE_FACET_QUERY, "What did Neville Longbottom lose on the train?"]
+
+
+async def _stock_contexts(rag_factory, cls: type, working_dir: Path) -> dict:
+    rag = await rag_factory(cls, working_dir)
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    await rag.ainsert(SECOND_STORY, ids=["neville"], **INSERT_KWARGS)
+    contexts = {}
+    for mode in STOCK_MODES:
+        for query in QUERIES:
+            param = QueryParam(mode=mode, only_need_context=True, enable_rerank=False)
+            contexts[mode, query] = await rag.aquery(query, param=param)
+    await rag_factory.close(rag)
+    return contexts
+
+
+async def test_stock_modes_identical_with_and_without_the_patch(rag_factory, tmp_path: Path):
+    plain = await _stock_contexts(rag_factory, LightRAG, tmp_path / "plain")
+    patched = await _stock_contexts(rag_factory, E2LightRAG, tmp_path / "patched")
+    assert plain == patched
+    # The comparison is not vacuous: every mode found context for the story question.
+    assert all("Hermione Granger" in plain[mode, LATE_FACET_QUERY] for mode in STOCK_MODES)
+
+
+async def test_e2rag_mode_returns_the_later_chunk_for_a_later_facet(rag_factory, tmp_path: Path):
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    await rag.ainsert(SECOND_STORY, ids=["neville"], **INSERT_KWARGS)
+
+    data = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert data["status"] == "success" and data["metadata"]["query_mode"] == E2RAG_MODE
+    chunks = data["data"]["chunks"]
+    assert chunks[0]["chunk_id"] == "story-chunk-002"  # best-ranked chunk first
+    assert all(c["doc_id"] == "story" for c in chunks[:3])
+    events = data["data"]["events"]
+    assert any("robes" in e["description"] for e in events)
+    assert {e["entity_name"] for e in data["data"]["entities"]} >= {"Hermione Granger"}
+    assert data["data"]["relationships"], "the linearised subgraph has edges"
+
+    # Context: passages in story order with positions, then the subgraph.
+    context = data["metadata"]["context"]
+    positions = [context.index(f"[P{i}]") for i in range(1, len(chunks) + 1)]
+    assert positions == sorted(positions)
+    story_passages = [c for c in chunks if c["doc_id"] == "story"]
+    in_story_order = sorted(story_passages, key=lambda c: c["position"])
+    texts = [context.index(c["content"].strip()) for c in in_story_order]
+    assert texts == sorted(texts)
+    assert "Entities and events behind these passages" in context
+
+
+async def test_e2rag_answer_uses_lightrag_query_llm_and_honours_only_need_context(
+    rag_factory, lightrag_llm, tmp_path: Path
+):
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+
+    context = await rag.aquery(
+        LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE, only_need_context=True)
+    )
+    data = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert context == data["metadata"]["context"]
+    assert "lightrag_answer" not in lightrag_llm.kinds()
+
+    answer = await rag.aquery(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert answer.startswith(ANSWER_PREFIX) and LATE_FACET_QUERY in answer
+    assert lightrag_llm.kinds().count("lightrag_answer") == 1
+    assert context in lightrag_llm.system_prompts[-1]  # the LLM saw our context
+
+    again = await rag.aquery(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert again == answer
+    assert lightrag_llm.kinds().count("lightrag_answer") == 1  # served from LightRAG's cache
+
+    full = await rag.aquery_llm(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert full["llm_response"]["content"] == answer
+    assert full["data"]["chunks"][0]["chunk_id"] == "story-chunk-002"
+
+
+async def test_e2rag_mode_on_an_empty_layer_fails_politely(rag_factory, tmp_path: Path):
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    data = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert data["status"] == "failure" and data["metadata"]["failure_reason"] == "no_results"
+    answer = await rag.aquery(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert answer == PROMPTS["fail_response"]
+
+
+def test_sync_wrappers_reach_the_e2rag_mode(lightrag_llm, tmp_path: Path):
+    from lightrag.kg.shared_storage import finalize_share_data
+
+    rag = E2LightRAG(
+        working_dir=str(tmp_path / "rag"),
+        llm_model_func=lightrag_llm,
+        embedding_func=hash_embedding_func(),
+        tokenizer=offline_tokenizer(),
+        entity_extract_max_gleaning=0,
+    )
+    asyncio.run(rag.initialize_storages())
+    try:
+        rag.insert(STORY, ids=["story"], **INSERT_KWARGS)
+        data = rag.query_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+        assert data["data"]["chunks"][0]["chunk_id"] == "story-chunk-002"
+        context = rag.query(
+            LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE, only_need_context=True)
+        )
+        assert context == data["metadata"]["context"]
+        assert rag.build_event_layer().skipped == ["story"]
+    finally:
+        # The sync wrappers drove LightRAG on the thread's current loop; clean up on it.
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+        loop.run_until_complete(rag.finalize_storages())
+        loop.run_until_complete(stop_workers(rag))
+        finalize_share_data()
+
+
+@pytest.mark.parametrize("mode", ["naive"])
+async def test_other_modes_still_dispatch_to_lightrag(rag_factory, tmp_path: Path, mode: str):
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    data = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=mode))
+    assert data["metadata"]["query_mode"] == mode and "events" not in data["data"]
+
+
+async def test_e2rag_budget_and_prompt_preview(rag_factory, lightrag_llm, tmp_path: Path):
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+
+    one = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE, chunk_top_k=1))
+    assert [c["chunk_id"] for c in one["data"]["chunks"]] == ["story-chunk-002"]
+    shown = {e["source_id"] for e in one["data"]["entities"] + one["data"]["events"]}
+    assert shown == {"story-chunk-002"}  # the subgraph only describes the passages shown
+
+    tiny = QueryParam(mode=E2RAG_MODE, max_entity_tokens=12)
+    few = await rag.aquery_data(LATE_FACET_QUERY, param=tiny)
+    assert len(few["data"]["entities"]) + len(few["data"]["events"]) == 1
+
+    prompt = await rag.aquery(
+        LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE, only_need_prompt=True)
+    )
+    assert prompt.endswith(f"---User Query---\n\n{LATE_FACET_QUERY}")
+    assert one["metadata"]["context"].split("\n")[0] in prompt
+    assert "lightrag_answer" not in lightrag_llm.kinds()
