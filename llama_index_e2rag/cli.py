@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--chunk-size", type=int, default=None, help="tokens per chunk")
     index.add_argument("--chunk-overlap", type=int, default=None, help="tokens of overlap")
     index.add_argument("--combined", action="store_true", help="one LLM call per chunk")
+    index.add_argument(
+        "--chrono", action="store_true", help="also build ChronoRAG's layers (mode chrono)"
+    )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
     index.set_defaults(func=_cmd_index)
 
@@ -90,6 +93,10 @@ def _cmd_index(args: argparse.Namespace) -> int:
         "show_progress": not args.quiet,
         "cache_dir": str(args.store),
     }
+    if args.chrono:
+        from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
+
+        options["doc_builders"] = [ChronoLayerBuilder()]
     if _has_store(args.store):
         index = load_store(args.store, **options)
         index.insert_documents(documents)

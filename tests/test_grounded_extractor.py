@@ -1,0 +1,289 @@
+"""GroundedExtractor on the real spaCy pipeline: frames, roles, grounding, mentions, queries."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+
+from llama_index_e2rag.errors import MissingModelError
+from llama_index_e2rag.extract.base import DOC_ORDER_KEY, pop_graph
+from llama_index_e2rag.extract.grounded import GroundedExtractor, load_spacy, parse_query
+from llama_index_e2rag.graph import NetworkXGraphStore
+from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
+
+ROLES = {"A0", "A1", "A2", "AM-TMP", "AM-LOC"}
+
+
+@pytest.fixture(scope="module")
+def extractor() -> GroundedExtractor:
+    return GroundedExtractor()
+
+
+def make_chunk(text: str, start: int = 0, doc_id: str = "doc", order: int = 0) -> TextNode:
+    node = TextNode(
+        text=text,
+        id_=f"{doc_id}-chunk-{start}",
+        start_char_idx=start,
+        end_char_idx=start + len(text),
+        metadata={DOC_ORDER_KEY: order},
+    )
+    node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc_id)
+    return node
+
+
+def extract(
+    extractor: GroundedExtractor, *chunks: TextNode
+) -> tuple[list[GraphNode], list[GraphEdge]]:
+    extractor(list(chunks))
+    nodes: list[GraphNode] = []
+    edges: list[GraphEdge] = []
+    for chunk in chunks:
+        found_nodes, found_edges, error = pop_graph(chunk)
+        assert error is None
+        nodes += found_nodes
+        edges += found_edges
+    return nodes, edges
+
+
+def frames(nodes: list[GraphNode], edges: list[GraphEdge]) -> dict[str, dict[str, set[str]]]:
+    """{event lemma: {role: {mention names}}} for assertions that read like the sentence."""
+    by_id = {n.id: n for n in nodes}
+    out: dict[str, dict[str, set[str]]] = {}
+    for event in (n for n in nodes if n.kind == NodeKind.EVENT):
+        roles: dict[str, set[str]] = {}
+        for edge in edges:
+            if edge.kind == EdgeKind.PARTICIPATES and edge.target == event.id:
+                roles.setdefault(edge.role, set()).add(by_id[edge.source].name)
+        out[event.attrs["lemma"]] = roles
+    return out
+
+
+def events_by_lemma(nodes: list[GraphNode]) -> dict[str, GraphNode]:
+    return {n.attrs["lemma"]: n for n in nodes if n.kind == NodeKind.EVENT}
+
+
+def test_passive_agent_is_a0_and_subject_is_a1(extractor):
+    nodes, edges = extract(extractor, make_chunk("The door was opened by Harry."))
+    assert frames(nodes, edges)["open"] == {"A0": {"Harry"}, "A1": {"door"}}
+    event = events_by_lemma(nodes)["open"]
+    assert event.attrs["voice"] == "passive"
+    assert event.name == "Harry open door"
+    (sentence,) = [n for n in nodes if n.kind == NodeKind.SENTENCE]
+    assert event.text == sentence.text  # a one-clause sentence is its own grounded text
+
+
+def test_negation_is_recorded(extractor):
+    nodes, edges = extract(
+        extractor, make_chunk("Harry did not eat the bread. Ron ate the cake.")
+    )
+    eat = [n for n in nodes if n.kind == NodeKind.EVENT]
+    negated = {n.attrs["participants"][0]: n.attrs["negated"] for n in eat}
+    assert negated == {"Harry": True, "Ron": False}
+    assert [n.name for n in eat] == ["Harry not eat bread", "Ron eat cake"]
+
+
+def test_modality_is_recorded(extractor):
+    nodes, _ = extract(extractor, make_chunk("Watson could open the window."))
+    assert events_by_lemma(nodes)["open"].attrs["modality"] == "could"
+
+
+def test_coordinated_verbs_share_subject_and_coordinated_objects_share_role(extractor):
+    nodes, edges = extract(extractor, make_chunk("Mary bought and ate apples and pears."))
+    found = frames(nodes, edges)
+    assert found["buy"] == {"A0": {"Mary"}, "A1": {"apples", "pears"}}
+    assert found["eat"] == {"A0": {"Mary"}, "A1": {"apples", "pears"}}
+
+
+def test_relative_clause_head_fills_the_pronoun_role(extractor):
+    nodes, edges = extract(
+        extractor,
+        make_chunk("The woman who lived in Paris wrote the book that Harry read."),
+    )
+    found = frames(nodes, edges)
+    assert found["live"] == {"A0": {"woman"}, "AM-LOC": {"Paris"}}
+    assert found["write"] == {"A0": {"woman"}, "A1": {"book"}}
+    assert found["read"] == {"A0": {"Harry"}, "A1": {"book"}}
+    nodes, edges = extract(extractor, make_chunk("Holmes found the house where Watson lived."))
+    assert frames(nodes, edges)["live"] == {"A0": {"Watson"}, "AM-LOC": {"house"}}
+
+
+def test_copula_subject_is_a1_and_complement_a2(extractor):
+    nodes, edges = extract(extractor, make_chunk("Holmes was a detective."))
+    assert frames(nodes, edges)["be"] == {"A1": {"Holmes"}, "A2": {"detective"}}
+    assert events_by_lemma(nodes)["be"].name == "Holmes be detective"
+
+
+def test_event_text_is_its_own_clause_not_the_sentence(extractor):
+    text = "Holmes lit his pipe, and Watson opened the window."
+    nodes, _ = extract(extractor, make_chunk(text))
+    events = events_by_lemma(nodes)
+    assert events["light"].text == "Holmes lit his pipe"
+    assert events["open"].text == "Watson opened the window"
+
+
+def test_spans_are_absolute_and_point_at_the_grounded_text(extractor):
+    prefix = "Chapter one.\n\n"
+    body = (
+        "Holmes lit his pipe in Baker Street. The letter was stolen by the King.\n"
+        "Watson, who had waited, opened the window on Monday."
+    )
+    document = prefix + body
+    nodes, edges = extract(extractor, make_chunk(body, start=len(prefix)))
+    by_id = {n.id: n for n in nodes}
+    sentences = [n for n in nodes if n.kind == NodeKind.SENTENCE]
+    assert len(sentences) == 3
+    for node in nodes:
+        start, end = node.span
+        assert node.pos[1] >= len(prefix)
+        if node.kind == NodeKind.MENTION:
+            assert all(" ".join(document[a:b].split()) == node.name for a, b in node.attrs["spans"])
+            assert document[start:end] == node.name
+            assert by_id[node.attrs["sentence_id"]].text == node.attrs["sentence_text"]
+        else:
+            assert document[start:end] == node.text
+    grounded = [e for e in edges if e.kind == EdgeKind.GROUNDED_IN]
+    assert {by_id[e.source].kind for e in grounded} == {NodeKind.EVENT, NodeKind.MENTION}
+    for edge in grounded:
+        source, sentence = by_id[edge.source], by_id[edge.target]
+        assert sentence.kind == NodeKind.SENTENCE
+        if source.kind == NodeKind.EVENT:
+            assert sentence.span[0] <= source.span[0] and source.span[1] <= sentence.span[1]
+            assert source.attrs["sentence_text"] == sentence.text
+
+
+def test_one_mention_per_name_per_chunk_and_separate_across_chunks(extractor):
+    first = "Holmes opened the door. Later Holmes closed the door."
+    second = "Holmes read the letter."
+    nodes, edges = extract(
+        extractor, make_chunk(first, 0), make_chunk(second, len(first) + 1)
+    )
+    holmes = [n for n in nodes if n.kind == NodeKind.MENTION and n.name == "Holmes"]
+    assert len(holmes) == 2
+    assert len({n.id for n in holmes}) == 2 and len({n.chunk_id for n in holmes}) == 2
+    in_first = next(n for n in holmes if n.span[0] < len(first))
+    assert len(in_first.attrs["spans"]) == 2
+    events_of_first = {
+        e.target for e in edges if e.kind == EdgeKind.PARTICIPATES and e.source == in_first.id
+    }
+    assert len(events_of_first) == 2
+
+
+def test_date_attaches_to_the_event(extractor):
+    nodes, edges = extract(extractor, make_chunk("On Monday, Holmes visited the bank in London."))
+    visit = events_by_lemma(nodes)["visit"]
+    assert visit.attrs["date"] == "Monday"
+    assert frames(nodes, edges)["visit"] == {
+        "A0": {"Holmes"},
+        "A1": {"bank"},
+        "AM-TMP": {"Monday"},
+        "AM-LOC": {"London"},
+    }
+    types = {n.name: n.attrs["entity_type"] for n in nodes if n.kind == NodeKind.MENTION}
+    assert types == {"Monday": "DATE", "Holmes": "PERSON", "bank": "concept", "London": "GPE"}
+
+
+def test_pronouns_resolve_to_latest_person_of_matching_gender(extractor):
+    nodes, edges = extract(
+        extractor, make_chunk("Mary met Mr. Smith at the station. He gave her a letter.")
+    )
+    assert frames(nodes, edges)["give"] == {"A0": {"Smith"}, "A1": {"letter"}, "A2": {"Mary"}}
+    mary = next(n for n in nodes if n.kind == NodeKind.MENTION and n.name == "Mary")
+    assert len(mary.attrs["spans"]) == 2  # "Mary" and the "her" that stands for her
+
+
+def test_mention_is_anchored_at_its_first_name_occurrence(extractor):
+    text = "Watson, Holmes said nothing. Mary smiled at him. Then Holmes left."
+    nodes, edges = extract(extractor, make_chunk(text))
+    holmes = next(n for n in nodes if n.kind == NodeKind.MENTION and n.name == "Holmes")
+    assert holmes.span == (8, 14) and text[8:14] == "Holmes"
+    assert holmes.attrs["sentence_text"] == "Watson, Holmes said nothing."
+    assert [text[a:b] for a, b in holmes.attrs["spans"]] == ["Holmes", "him", "Holmes"]
+    grounded = [e for e in edges if e.kind == EdgeKind.GROUNDED_IN and e.source == holmes.id]
+    assert len(grounded) == 3
+
+
+def test_object_pronoun_never_binds_to_its_own_subject(extractor):
+    nodes, edges = extract(extractor, make_chunk("Holmes told him the truth."))
+    assert frames(nodes, edges)["tell"] == {"A0": {"Holmes"}, "A1": {"truth"}}
+
+
+def test_unresolvable_pronouns_make_no_mention(extractor):
+    nodes, _ = extract(extractor, make_chunk("They laughed."))
+    assert [n for n in nodes if n.kind in (NodeKind.MENTION, NodeKind.EVENT)] == []
+    kept, _ = extract(GroundedExtractor(keep_bare_events=True), make_chunk("They laughed."))
+    (event,) = [n for n in kept if n.kind == NodeKind.EVENT]
+    assert event.attrs["participants"] == [] and event.text == "They laughed."
+
+
+def test_next_edges_follow_story_order_within_the_chunk(extractor):
+    nodes, edges = extract(
+        extractor,
+        make_chunk("Holmes knocked. Watson opened the door. Holmes entered the room."),
+    )
+    by_id = {n.id: n for n in nodes}
+    chain = [(by_id[e.source], by_id[e.target]) for e in edges if e.kind == EdgeKind.NEXT]
+    assert [(a.attrs["lemma"], b.attrs["lemma"]) for a, b in chain] == [
+        ("knock", "open"),
+        ("open", "enter"),
+    ]
+    assert all(a.pos < b.pos for a, b in chain)
+
+
+def test_fragment_loads_into_a_graph_store_and_ids_are_deterministic(extractor):
+    text = "Holmes lit his pipe. Watson opened the window and Holmes smiled."
+    nodes, edges = extract(extractor, make_chunk(text))
+    again, _ = extract(extractor, make_chunk(text))
+    assert [n.id for n in nodes] == [n.id for n in again]
+    assert len({n.id for n in nodes}) == len(nodes)
+    store = NetworkXGraphStore()
+    store.upsert_nodes(nodes)
+    store.upsert_edges(edges)  # raises if an edge end is missing
+    assert {e.role for e in edges if e.kind == EdgeKind.PARTICIPATES} <= ROLES
+
+
+async def test_acall_matches_call(extractor):
+    text = "The door was opened by Harry."
+    sync_nodes, _ = extract(extractor, make_chunk(text))
+    chunk = make_chunk(text)
+    await extractor.acall([chunk])
+    async_nodes, _, error = pop_graph(chunk)
+    assert error is None
+    assert [n.id for n in async_nodes] == [n.id for n in sync_nodes]
+    assert asyncio.iscoroutinefunction(extractor.acall)
+
+
+def test_query_is_parsed_into_nodes_and_cues(extractor):
+    nodes = extractor.query_nodes("Who opened the door of the house in London?")
+    assert {n.doc_id for n in nodes} == {"query"}
+    assert {n.kind for n in nodes} == {NodeKind.MENTION, NodeKind.EVENT}
+    entities, events = parse_query("Why did Holmes visit Irene Adler?")
+    assert entities == ["Holmes", "Irene Adler"]
+    assert events == ["Why did Holmes visit Irene Adler"]
+    assert extractor.parse_query("Irene Adler?") == (["Irene Adler"], ["Irene Adler?"])
+
+
+def test_missing_spacy_model_names_the_package():
+    with pytest.raises(MissingModelError, match="pip install"):
+        load_spacy("no_such_spacy_model_e2rag")
+
+
+@pytest.mark.shared_data
+def test_real_book_excerpt_is_fully_grounded(extractor, shared_data):
+    path = shared_data / "literaryqa" / "books" / "pg1661_the_adventures_of_sherlock_holmes.txt"
+    if not path.exists():
+        pytest.skip("Sherlock Holmes text not in the shared data")
+    document = path.read_text(encoding="utf-8")[20_000:32_000]
+    half = document.rfind("\n\n", 0, len(document) // 2)
+    chunks = [make_chunk(document[:half], 0), make_chunk(document[half:], half)]
+    nodes, edges = extract(extractor, *chunks)
+    kinds = {kind: [n for n in nodes if n.kind == kind] for kind in NodeKind}
+    assert len(kinds[NodeKind.EVENT]) > 50 and len(kinds[NodeKind.MENTION]) > 30
+    for node in kinds[NodeKind.SENTENCE] + kinds[NodeKind.EVENT]:
+        assert document[node.span[0] : node.span[1]] == node.text
+    assert any(n.name == "Holmes" for n in kinds[NodeKind.MENTION])
+    store = NetworkXGraphStore()
+    store.upsert_nodes(nodes)
+    store.upsert_edges(edges)
+    assert store.counts()
