@@ -1,0 +1,382 @@
+"""Answers without an LLM: the best evidence sentences, each with its place in the story.
+
+``ExtractiveSynthesizer`` is a llama-index ``BaseSynthesizer`` so it drops into
+``RetrieverQueryEngine`` wherever an LLM synthesizer would. It splits the retrieved nodes into
+sentences (nodes that already are sentences, like the grounded retriever's, stay whole), ranks them
+by cosine similarity to the query with the index's embedding model (retriever score when there is
+none) and prints each with its source file and position, e.g.::
+
+    1. [peter_rabbit.txt · 42% · char 2,310] He lost one of his shoes among the cabbages, ...
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, AsyncGenerator, Generator, Literal, Optional, Sequence
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.response.schema import (
+    RESPONSE_TYPE,
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.llms.mock import MockLLM
+from llama_index.core.response_synthesizers.base import BaseSynthesizer
+from llama_index.core.schema import (
+    MetadataMode,
+    NodeWithScore,
+    QueryBundle,
+    QueryType,
+    TextNode,
+)
+from llama_index.core.types import RESPONSE_TEXT_TYPE
+
+from llama_index_e2rag.extract.base import DOC_ORDER_KEY
+from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.schema import NodeKind
+
+#: Metadata key under which ``Response.metadata`` carries the evidence as plain dicts.
+EVIDENCE_KEY = "e2rag_evidence"
+#: Metadata keys (in order of preference) naming where a node's text came from.
+SOURCE_KEYS = ("file_name", "file_path", "title", "source", "url")
+
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr st jr sr prof capt col gen lt sgt rev hon mme mlle messrs esq vs etc viz no "
+    "vol ch chap fig p pp cf".split()
+)
+_SENTENCE_END = re.compile(r"[.!?]+['\"’”)\]]*(?=\s+|$)")
+_PARAGRAPH = re.compile(r"\n\s*\n")
+_WORD_BEFORE = re.compile(r"(\w+)[.!?]*$")
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` character spans of the sentences of ``text``.
+
+    A small rule splitter (no model to load): a stop followed by white space ends a sentence
+    unless it closes an abbreviation such as "Mr." or a single initial; blank lines always do.
+    """
+    spans: list[tuple[int, int]] = []
+    for para in _paragraph_spans(text):
+        start = para[0]
+        for match in _SENTENCE_END.finditer(text, para[0], para[1]):
+            end = match.end()
+            word = _WORD_BEFORE.search(text, start, match.start() + 1)
+            token = word.group(1).lower() if word else ""
+            if match.group().startswith(".") and (token in _ABBREVIATIONS or len(token) == 1):
+                continue
+            _append_trimmed(spans, text, start, end)
+            start = end
+        _append_trimmed(spans, text, start, para[1])
+    return spans
+
+
+def _paragraph_spans(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for match in _PARAGRAPH.finditer(text):
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(text)))
+    return spans
+
+
+def _append_trimmed(spans: list[tuple[int, int]], text: str, start: int, end: int) -> None:
+    piece = text[start:end]
+    if not piece.strip():
+        return
+    lead = len(piece) - len(piece.lstrip())
+    trail = len(piece) - len(piece.rstrip())
+    spans.append((start + lead, end - trail))
+
+
+@dataclass
+class Evidence:
+    """One evidence sentence: its text, where it is and how well it matches the query."""
+
+    text: str
+    source: str
+    doc_id: Optional[str]
+    doc_order: Optional[int]
+    char_offset: Optional[int]
+    percent: Optional[float]
+    score: float
+    node_id: str
+    #: True when the node was a scored sentence kept whole, False when split out of a passage.
+    whole_node: bool = False
+
+    def location(self) -> str:
+        """Human-readable place in the story: source, share of the book, character offset."""
+        parts = [self.source]
+        if self.percent is not None:
+            parts.append(f"{self.percent:.0f}%")
+        if self.char_offset is not None:
+            parts.append(f"char {self.char_offset:,}")
+        return "[" + " · ".join(parts) + "]"
+
+    def render(self) -> str:
+        return f"{self.location()} {self.text}"
+
+
+class ExtractiveSynthesizer(BaseSynthesizer):
+    """Answer with the top ``top_n`` evidence sentences and their positions; never calls an LLM.
+
+    ``rank_by``: ``"similarity"`` ranks sentences by cosine similarity to the query with
+    ``embed_model``; ``"score"`` keeps the retriever's score and order; ``"auto"`` (default) keeps
+    the score when every node already is a scored sentence (the grounded retriever ranks them
+    better than a plain cosine can) and uses similarity when sentences had to be split out of
+    passages, whose score says nothing about which of their sentences answers. ``graph_store``
+    lets positions be shown as a share of the document ("42%"), which is what a reader of a long
+    novel can use; without it only character offsets are shown. ``order="story"`` lists the
+    chosen sentences in narrative order instead of best first.
+    """
+
+    def __init__(
+        self,
+        embed_model: Optional[BaseEmbedding] = None,
+        top_n: int = 5,
+        graph_store: Optional[GraphStore] = None,
+        order: Literal["relevance", "story"] = "relevance",
+        rank_by: Literal["auto", "similarity", "score"] = "auto",
+        max_candidates: int = 256,
+        callback_manager: Optional[CallbackManager] = None,
+        streaming: bool = False,
+    ) -> None:
+        if top_n < 1:
+            raise ValueError(f"top_n must be at least 1, got {top_n}")
+        if order not in ("relevance", "story"):
+            raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
+        if rank_by not in ("auto", "similarity", "score"):
+            raise ValueError(f"rank_by must be 'auto', 'similarity' or 'score', got {rank_by!r}")
+        # BaseSynthesizer sizes prompts from an LLM's metadata and would otherwise resolve
+        # llama-index's OpenAI default; MockLLM satisfies it and is never called here.
+        super().__init__(
+            llm=MockLLM(),
+            callback_manager=callback_manager,
+            streaming=streaming,
+            empty_response="No evidence was retrieved for this question.",
+        )
+        self._embed_model = embed_model
+        self._top_n = top_n
+        self._graph_store = graph_store
+        self._order = order
+        self._rank_by = rank_by
+        self._max_candidates = max_candidates
+        self._doc_lengths: dict[str, Optional[int]] = {}
+
+    @classmethod
+    def from_index(cls, index: Any, **kwargs: Any) -> "ExtractiveSynthesizer":
+        """Use the index's embedding model and graph (for story percentages)."""
+        kwargs.setdefault("embed_model", getattr(index, "embed_model", None))
+        kwargs.setdefault("graph_store", getattr(index, "graph_store", None))
+        return cls(**kwargs)
+
+    # -- llama-index entry points -------------------------------------------------------------
+    def _get_prompts(self) -> dict[str, Any]:
+        """No prompts: this synthesizer never talks to an LLM."""
+        return {}
+
+    def _update_prompts(self, prompts_dict: dict[str, Any]) -> None:
+        """Nothing to update (see ``_get_prompts``)."""
+
+    def synthesize(
+        self,
+        query: QueryType,
+        nodes: list[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        **response_kwargs: Any,
+    ) -> RESPONSE_TYPE:
+        """Overridden so positions and sources in node metadata reach the answer."""
+        query_str = _query_str(query)
+        candidates = self._candidates(nodes)
+        query_vec, vectors = None, None
+        if self._embed_model is not None and self._by_similarity(candidates):
+            query_vec = np.asarray(self._embed_model.get_query_embedding(query_str))
+            vectors = np.asarray(
+                self._embed_model.get_text_embedding_batch([c.text for c in candidates])
+            )
+        evidence = self._rank(candidates, query_vec, vectors)
+        return self._respond(query_str, evidence, nodes, additional_source_nodes, is_async=False)
+
+    async def asynthesize(
+        self,
+        query: QueryType,
+        nodes: list[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        **response_kwargs: Any,
+    ) -> RESPONSE_TYPE:
+        query_str = _query_str(query)
+        candidates = self._candidates(nodes)
+        query_vec, vectors = None, None
+        if self._embed_model is not None and self._by_similarity(candidates):
+            query_vec = np.asarray(await self._embed_model.aget_query_embedding(query_str))
+            vectors = np.asarray(
+                await self._embed_model.aget_text_embedding_batch([c.text for c in candidates])
+            )
+        evidence = self._rank(candidates, query_vec, vectors)
+        return self._respond(query_str, evidence, nodes, additional_source_nodes, is_async=True)
+
+    def get_response(
+        self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any
+    ) -> RESPONSE_TEXT_TYPE:
+        """Plain-text path (no metadata, so no positions): best sentences of the chunks."""
+        response = self.synthesize(query_str, _text_nodes(text_chunks))
+        return _response_text(response)
+
+    async def aget_response(
+        self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any
+    ) -> RESPONSE_TEXT_TYPE:
+        response = await self.asynthesize(query_str, _text_nodes(text_chunks))
+        return _response_text(response)
+
+    # -- evidence ----------------------------------------------------------------------------
+    def _by_similarity(self, candidates: list[Evidence]) -> bool:
+        if not candidates or self._rank_by == "score":
+            return False
+        return self._rank_by == "similarity" or not all(c.whole_node for c in candidates)
+
+    def _candidates(self, nodes: Sequence[NodeWithScore]) -> list[Evidence]:
+        """Every sentence of the retrieved nodes, each once, in retrieval order."""
+        found: list[Evidence] = []
+        seen: set[str] = set()
+        for rank, item in enumerate(nodes):
+            node = item.node
+            text = node.get_content(metadata_mode=MetadataMode.NONE)
+            meta = node.metadata or {}
+            doc_id = meta.get("doc_id") or node.ref_doc_id
+            doc_order, base = _node_position(node)
+            score = float(item.score) if item.score is not None else -float(rank)
+            is_sentence = meta.get("kind") == NodeKind.SENTENCE.value
+            spans = [(0, len(text))] if is_sentence else split_sentences(text)
+            for start, end in spans:
+                sentence = " ".join(text[start:end].split())
+                key = sentence.lower()
+                if not key or key in seen:
+                    continue
+                seen.add(key)
+                offset = None if base is None else base + (0 if is_sentence else start)
+                found.append(
+                    Evidence(
+                        text=sentence,
+                        source=_source(meta, doc_order),
+                        doc_id=doc_id,
+                        doc_order=doc_order,
+                        char_offset=offset,
+                        percent=self._percent(doc_id, offset),
+                        score=score,
+                        node_id=node.node_id,
+                        whole_node=is_sentence and item.score is not None,
+                    )
+                )
+                if len(found) >= self._max_candidates:
+                    return found
+        return found
+
+    def _rank(
+        self,
+        candidates: list[Evidence],
+        query_vec: Optional[np.ndarray],
+        vectors: Optional[np.ndarray],
+    ) -> list[Evidence]:
+        if query_vec is not None and vectors is not None and len(candidates):
+            norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query_vec) or 1.0)
+            sims = vectors @ query_vec / np.where(norms > 0, norms, 1.0)
+            for item, sim in zip(candidates, sims):
+                item.score = float(sim)
+        ranked = sorted(
+            enumerate(candidates), key=lambda pair: (-pair[1].score, pair[0])
+        )  # stable: ties keep retrieval order
+        best = [item for _, item in ranked[: self._top_n]]
+        if self._order == "story":
+            best.sort(key=lambda e: (e.doc_order or 0, e.char_offset or 0))
+        return best
+
+    def _percent(self, doc_id: Optional[str], offset: Optional[int]) -> Optional[float]:
+        if self._graph_store is None or doc_id is None or offset is None:
+            return None
+        if doc_id not in self._doc_lengths:
+            chunks = self._graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id)
+            ends = [c.span[1] for c in chunks if c.span is not None]
+            self._doc_lengths[doc_id] = max(ends) if ends else None
+        length = self._doc_lengths[doc_id]
+        return None if not length else min(100.0, 100.0 * offset / length)
+
+    def _respond(
+        self,
+        query_str: str,
+        evidence: list[Evidence],
+        nodes: Sequence[NodeWithScore],
+        additional: Optional[Sequence[NodeWithScore]],
+        *,
+        is_async: bool,
+    ) -> RESPONSE_TYPE:
+        self._doc_lengths.clear()  # the index may change between questions
+        source_nodes = list(nodes) + list(additional or [])
+        metadata = {n.node.node_id: n.node.metadata for n in source_nodes}
+        metadata[EVIDENCE_KEY] = [asdict(e) for e in evidence]
+        lines = self._render_lines(query_str, evidence)
+        if not self._streaming:
+            return Response("\n".join(lines), source_nodes=source_nodes, metadata=metadata)
+        if is_async:
+            return AsyncStreamingResponse(
+                response_gen=_agen(lines), source_nodes=source_nodes, metadata=metadata
+            )
+        return StreamingResponse(
+            response_gen=_gen(lines), source_nodes=source_nodes, metadata=metadata
+        )
+
+    def _render_lines(self, query_str: str, evidence: list[Evidence]) -> list[str]:
+        if not evidence:
+            return [self._empty_response]
+        header = f'Evidence for "{query_str}" (extractive answer, no LLM):'
+        return [header] + [f"{i}. {e.render()}" for i, e in enumerate(evidence, 1)]
+
+
+def _query_str(query: QueryType) -> str:
+    return query.query_str if isinstance(query, QueryBundle) else str(query)
+
+
+def _node_position(node: Any) -> tuple[Optional[int], Optional[int]]:
+    """(document order, character offset) from whichever metadata the node carries.
+
+    Retrieved sentences carry ``pos``; the index's vector records carry ``doc_order`` and
+    ``char_offset``; chunk TextNodes carry the document order key and ``start_char_idx``.
+    """
+    meta = node.metadata or {}
+    pos = meta.get("pos")
+    if isinstance(pos, (list, tuple)) and len(pos) >= 2:
+        return int(pos[0]), int(pos[1])
+    if meta.get("doc_order") is not None and meta.get("char_offset") is not None:
+        return int(meta["doc_order"]), int(meta["char_offset"])
+    order = meta.get(DOC_ORDER_KEY)
+    start = getattr(node, "start_char_idx", None)
+    return (int(order) if order is not None else None), (int(start) if start is not None else None)
+
+
+def _source(meta: dict[str, Any], doc_order: Optional[int]) -> str:
+    for key in SOURCE_KEYS:
+        if meta.get(key):
+            return str(meta[key]).rsplit("/", 1)[-1] if key == "file_path" else str(meta[key])
+    return f"doc {doc_order + 1}" if doc_order is not None else "doc"
+
+
+def _text_nodes(text_chunks: Sequence[str]) -> list[NodeWithScore]:
+    return [NodeWithScore(node=TextNode(text=t)) for t in text_chunks]
+
+
+def _response_text(response: RESPONSE_TYPE) -> RESPONSE_TEXT_TYPE:
+    if isinstance(response, Response):
+        return response.response or ""
+    return response.response_gen  # type: ignore[union-attr]
+
+
+def _gen(lines: list[str]) -> Generator[str, None, None]:
+    for i, line in enumerate(lines):
+        yield line if i == 0 else "\n" + line
+
+
+async def _agen(lines: list[str]) -> AsyncGenerator[str, None]:
+    for i, line in enumerate(lines):
+        yield line if i == 0 else "\n" + line

@@ -1,0 +1,308 @@
+"""GroundedKG-RAG node embeddings: basic, average-neighbour and attention-neighbour (paper §3.3).
+
+Pure numpy over whole matrices so that a novel's tens of thousands of nodes embed in one pass and
+retrieval stays a matrix product; ``graph_cache`` computes them once per index graph state from the
+vectors the index already stored. Following the paper's implementation notes, every intermediate
+vector (node embedding, aggregated neighbours, combination) is L2-normalised, which keeps α and β
+meaningful whatever the scale of the inputs.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Hashable, Literal, Sequence
+
+import numpy as np
+from llama_index.core.vector_stores.simple import SimpleVectorStore
+
+from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind
+
+EmbeddingVariant = Literal["basic", "neighbor", "attention"]
+EMBEDDING_VARIANTS: tuple[str, ...] = ("basic", "neighbor", "attention")
+
+
+def l2_normalize(matrix: np.ndarray) -> np.ndarray:
+    """Row-wise unit vectors; all-zero rows stay zero instead of becoming NaN."""
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / np.where(norms > 0.0, norms, 1.0)
+
+
+def basic_embeddings(
+    names: np.ndarray,
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    texts: np.ndarray,
+    alpha: float,
+) -> np.ndarray:
+    """``α·f(name) + (1−α)·mean f(grounded texts)`` per node.
+
+    ``names`` is (n, d); node ``i`` is grounded in rows ``indices[indptr[i]:indptr[i+1]]`` of
+    ``texts`` (CSR layout). A node grounded in nothing keeps its name vector and a node without a
+    name vector (a zero row) keeps its grounded texts, so either alone stays retrievable.
+    """
+    _check_weight("alpha", alpha)
+    names = l2_normalize(np.asarray(names, dtype=np.float32))
+    counts = np.diff(indptr)
+    sums = np.zeros_like(names)
+    if len(indices):
+        owners = np.repeat(np.arange(len(names)), counts)
+        np.add.at(sums, owners, np.asarray(texts, dtype=np.float32)[indices])
+    grounded = l2_normalize(sums)  # the mean's direction; it is normalised anyway
+    mixed = np.where((counts > 0)[:, None], alpha * names + (1.0 - alpha) * grounded, names)
+    return l2_normalize(mixed)
+
+
+def neighbor_embeddings(
+    base: np.ndarray, sources: np.ndarray, targets: np.ndarray, beta: float
+) -> np.ndarray:
+    """``β·Embed(v) + (1−β)·mean Embed(neighbours)``; isolated nodes keep ``Embed(v)``.
+
+    ``(sources[k], targets[k])`` lists each directed neighbour pair (give both directions for an
+    undirected edge).
+    """
+    _check_weight("beta", beta)
+    weights = np.ones(len(sources), dtype=np.float32)
+    return _combine(base, sources, targets, weights, beta)
+
+
+def attention_embeddings(
+    base: np.ndarray, sources: np.ndarray, targets: np.ndarray, beta: float
+) -> np.ndarray:
+    """Neighbours weighted by ``softmax_j(Embed(v)·Embed(v_j))`` instead of a plain mean.
+
+    The paper's remedy for outlier neighbours: a neighbour unlike the node contributes little.
+    """
+    _check_weight("beta", beta)
+    if len(sources) == 0:
+        return base.copy()
+    logits = np.einsum("ij,ij->i", base[sources], base[targets])
+    peak = np.full(len(base), -np.inf, dtype=np.float32)
+    np.maximum.at(peak, sources, logits)
+    weights = np.exp(logits - peak[sources]).astype(np.float32)
+    return _combine(base, sources, targets, weights, beta)
+
+
+def node_embeddings(
+    variant: str,
+    base: np.ndarray,
+    sources: np.ndarray,
+    targets: np.ndarray,
+    beta: float,
+) -> np.ndarray:
+    """Dispatch on the variant name (``basic`` ignores the neighbour arrays)."""
+    if variant == "basic":
+        return base
+    if variant == "neighbor":
+        return neighbor_embeddings(base, sources, targets, beta)
+    if variant == "attention":
+        return attention_embeddings(base, sources, targets, beta)
+    raise ValueError(f"embedding_variant must be one of {EMBEDDING_VARIANTS}, got {variant!r}")
+
+
+def _combine(
+    base: np.ndarray,
+    sources: np.ndarray,
+    targets: np.ndarray,
+    weights: np.ndarray,
+    beta: float,
+) -> np.ndarray:
+    """``β·base + (1−β)·normalised weighted neighbour sum``; rows without neighbours unchanged.
+
+    Weights need not sum to one: the neighbour sum is normalised, which is the same direction as
+    the weighted mean (and as the softmax-weighted sum for attention).
+    """
+    agg = np.zeros_like(base)
+    np.add.at(agg, sources, weights[:, None] * base[targets])
+    has_neighbors = np.zeros(len(base), dtype=bool)
+    has_neighbors[sources] = True
+    mixed = beta * base + (1.0 - beta) * l2_normalize(agg)
+    return np.where(has_neighbors[:, None], l2_normalize(mixed), base)
+
+
+def _check_weight(name: str, value: float) -> None:
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
+
+
+# -- the per-index cache ------------------------------------------------------------------------
+
+#: Edges whose ends count as a node's neighbours: the paper's entity–action role edges and
+#: action–action order edges (plus described relations when an LLM extractor added them).
+NEIGHBOR_EDGE_KINDS = (EdgeKind.PARTICIPATES, EdgeKind.NEXT, EdgeKind.RELATION)
+#: Graph nodes the grounded retriever ranks (the paper's entity and action nodes).
+CANDIDATE_KINDS = (NodeKind.MENTION, NodeKind.EVENT)
+
+
+class NodeEmbeddingCache:
+    """Everything retrieval needs from one graph state, as arrays.
+
+    Built once from the vectors the index stored (names: ``e2rag_mention`` / ``e2rag_event``;
+    grounded texts: ``e2rag_sentence``, or ``e2rag_chunk`` for nodes grounded only in a chunk);
+    variant matrices are derived lazily per (variant, α, β) and kept.
+    """
+
+    def __init__(
+        self,
+        state: Hashable,
+        node_ids: list[str],
+        names: np.ndarray,
+        indptr: np.ndarray,
+        indices: np.ndarray,
+        text_ids: list[str],
+        text_vectors: np.ndarray,
+        sources: np.ndarray,
+        targets: np.ndarray,
+    ) -> None:
+        self.state = state
+        self.node_ids = node_ids
+        self.text_ids = text_ids
+        self.text_vectors = l2_normalize(text_vectors)
+        self._names = names
+        self._indptr = indptr
+        self._indices = indices
+        self._sources = sources
+        self._targets = targets
+        self._matrices: dict[tuple[str, float, float], np.ndarray] = {}
+        self._lock = threading.Lock()
+        #: User metadata of source chunks by chunk id, filled by the retriever as it goes.
+        self.chunk_metadata: dict[str, dict[str, Any]] = {}
+
+    @property
+    def size(self) -> int:
+        return len(self.node_ids)
+
+    def groundings(self, node: int) -> np.ndarray:
+        """Rows of ``text_ids`` that graph node ``node`` is grounded in."""
+        return self._indices[self._indptr[node] : self._indptr[node + 1]]
+
+    def matrix(self, variant: str, alpha: float, beta: float) -> np.ndarray:
+        """Unit-length node embeddings of the variant (rows follow ``node_ids``)."""
+        key = (variant, float(alpha), 0.0 if variant == "basic" else float(beta))
+        with self._lock:
+            found = self._matrices.get(key)
+            if found is None:
+                base = self._matrices.get(("basic", float(alpha), 0.0))
+                if base is None:
+                    base = basic_embeddings(
+                        self._names, self._indptr, self._indices, self.text_vectors, alpha
+                    )
+                    self._matrices[("basic", float(alpha), 0.0)] = base
+                found = node_embeddings(variant, base, self._sources, self._targets, beta)
+                self._matrices[key] = found
+            return found
+
+
+_CACHES: "weakref.WeakKeyDictionary[Any, NodeEmbeddingCache]" = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def graph_state(index: Any) -> Hashable:
+    """A cheap fingerprint of the index's content that changes on every insert and delete.
+
+    Document ids and the graph's node count catch added and removed documents; the docstore's
+    content hashes (one per document and chunk) catch a document replaced under the same id.
+    """
+    graph = index.graph_store
+    size = len(graph) if hasattr(graph, "__len__") else tuple(graph.counts()["nodes"].items())
+    docstore = getattr(index, "docstore", None)
+    hashes = tuple(sorted(docstore.get_all_document_hashes())) if docstore is not None else ()
+    return (tuple(graph.doc_ids()), size, hashes)
+
+
+def graph_cache(index: Any) -> NodeEmbeddingCache:
+    """The index's node-embedding cache, rebuilt when its graph changed since the last call."""
+    graph = index.graph_store
+    state = graph_state(index)
+    with _CACHES_LOCK:
+        cache = _CACHES.get(graph)
+        if cache is not None and cache.state == state:
+            return cache
+    cache = build_cache(index, state)
+    with _CACHES_LOCK:
+        _CACHES[graph] = cache
+    return cache
+
+
+def build_cache(index: Any, state: Hashable) -> NodeEmbeddingCache:
+    """Collect candidate nodes, their groundings, neighbours and stored vectors."""
+    graph = index.graph_store
+    candidates = [n for kind in CANDIDATE_KINDS for n in graph.nodes(kind=kind)]
+    position = {n.id: i for i, n in enumerate(candidates)}
+    grounded: list[list[str]] = [[] for _ in candidates]
+    for edge in graph.edges(kind=EdgeKind.GROUNDED_IN):
+        row = position.get(edge.source)
+        if row is not None:
+            grounded[row].append(edge.target)
+    for row, node in enumerate(candidates):
+        if not grounded[row] and node.chunk_id and graph.has_node(node.chunk_id):
+            grounded[row].append(node.chunk_id)  # LLM-extracted nodes: grounded in their chunk
+    text_nodes = {n.id: n for n in graph.get_nodes({t for ts in grounded for t in ts})}
+    text_ids = sorted(text_nodes, key=lambda i: (text_nodes[i].pos, i))
+    text_row = {t: i for i, t in enumerate(text_ids)}
+    indices = [sorted({text_row[t] for t in ts if t in text_row}) for ts in grounded]
+    indptr = np.zeros(len(candidates) + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum([len(r) for r in indices])
+    flat = np.fromiter((r for rows in indices for r in rows), dtype=np.int64)
+
+    sources: list[int] = []
+    targets: list[int] = []
+    for kind in NEIGHBOR_EDGE_KINDS:
+        for edge in graph.edges(kind=kind):
+            a, b = position.get(edge.source), position.get(edge.target)
+            if a is not None and b is not None and a != b:
+                sources += [a, b]
+                targets += [b, a]
+    pairs = sorted(set(zip(sources, targets)))
+
+    vectors = stored_vectors(index, candidates + [text_nodes[t] for t in text_ids])
+    names = vectors[: len(candidates)]
+    return NodeEmbeddingCache(
+        state=state,
+        node_ids=[n.id for n in candidates],
+        names=names,
+        indptr=indptr,
+        indices=flat,
+        text_ids=text_ids,
+        text_vectors=vectors[len(candidates) :],
+        sources=np.array([p[0] for p in pairs], dtype=np.int64),
+        targets=np.array([p[1] for p in pairs], dtype=np.int64),
+    )
+
+
+def stored_vectors(index: Any, nodes: Sequence[GraphNode]) -> np.ndarray:
+    """Vectors of ``nodes`` from the index's per-kind vector stores, embedding only what is missing.
+
+    Nodes the index never embeds (``attrs["embed"] is False`` or no text) get a zero row. Vector
+    stores that cannot hand back vectors (``get_nodes`` unsupported) cost one embedding pass here.
+    """
+    embeddable = [n for n in nodes if n.attrs.get("embed") is not False and n.text.strip()]
+    found: dict[str, Sequence[float]] = {}
+    by_kind: dict[NodeKind, list[str]] = {}
+    for node in embeddable:
+        by_kind.setdefault(node.kind, []).append(node.id)
+    for kind, ids in by_kind.items():
+        found.update(_vectors_from_store(index.vector_store(kind), ids))
+    missing = [n for n in embeddable if n.id not in found]
+    if missing:
+        texts = sorted({n.text for n in missing})
+        embedded = dict(zip(texts, index.embed_model.get_text_embedding_batch(texts)))
+        found.update({n.id: embedded[n.text] for n in missing})
+    dim = len(next(iter(found.values()))) if found else 0
+    out = np.zeros((len(nodes), dim), dtype=np.float32)
+    for row, node in enumerate(nodes):
+        vector = found.get(node.id)
+        if vector is not None:
+            out[row] = vector
+    return out
+
+
+def _vectors_from_store(store: Any, ids: list[str]) -> dict[str, Sequence[float]]:
+    if isinstance(store, SimpleVectorStore):
+        table = store.data.embedding_dict
+        return {i: table[i] for i in ids if i in table}
+    try:
+        nodes = store.get_nodes(node_ids=ids)
+    except NotImplementedError:
+        return {}
+    return {n.node_id: n.embedding for n in nodes if n.embedding is not None}

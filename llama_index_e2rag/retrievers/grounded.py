@@ -1,0 +1,321 @@
+"""GroundedKG-RAG retrieval (paper §3.4): query graph → top-K graph nodes → grounded sentences.
+
+The query is parsed by the same LLM-free extractor that built the graph; every query node is
+matched against the cached node-embedding matrix of the index's mention and event nodes, and the
+sentences the top-K nodes are grounded in (``grounded_in`` edges) come back as ``TextNode``s with
+their story positions. Optional filters follow the paper: ``vector_sim`` (VectorSim τ: keep a
+sentence only if its cosine with the query is ≥ τ) and ``ret_count`` (RetCount: keep a sentence
+only if at least n distinct selected graph nodes are grounded in it).
+
+Node embeddings are computed once per graph state from the vectors the index already stored, so a
+query embeds only itself and its nodes; the rest is one matrix product.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, Optional
+
+import numpy as np
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.schema import (
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+    TextNode,
+)
+
+from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
+from llama_index_e2rag.node_embeddings import (
+    EMBEDDING_VARIANTS,
+    EmbeddingVariant,
+    NodeEmbeddingCache,
+    basic_embeddings,
+    graph_cache,
+    l2_normalize,
+)
+from llama_index_e2rag.schema import GraphNode, NodeKind
+
+Order = Literal["relevance", "story"]
+
+#: Metadata that describes retrieval, not the text: kept out of embedding and LLM views.
+_BOOKKEEPING_KEYS = (
+    "kind",
+    "pos",
+    "doc_id",
+    "chunk_id",
+    "span",
+    "graph_nodes",
+    "ret_count",
+    "query_hits",
+    "query_similarity",
+)
+
+
+@dataclass
+class _Hit:
+    """A grounded text reached from one or more (query node, graph node) matches."""
+
+    #: Best specificity-weighted similarity per query node (index) reaching this text.
+    by_query: dict[int, float] = field(default_factory=dict)
+    #: Best similarity per selected graph node grounded here (RetCount counts these).
+    graph_nodes: dict[str, float] = field(default_factory=dict)
+
+    def score(self, query_count: int, text_sim: float) -> float:
+        """Rank of a text: half query-graph coverage, half its own similarity to the query.
+
+        Coverage is the mean over query nodes of their best match here, each match divided by
+        ``1 + ln(number of texts the graph node is grounded in)``: a main character's mention is
+        grounded in dozens of sentences and is weak evidence for any one of them, while an event
+        grounded in one sentence is strong evidence for it. Texts reached through the same
+        frequent node would tie; their own similarity to the query breaks the tie. (The paper
+        returns the selected texts as an unordered set; this order only matters when a budget or
+        ``max_sentences`` cuts the list.)
+        """
+        coverage = sum(self.by_query.values()) / query_count
+        return 0.5 * coverage + 0.5 * text_sim
+
+
+class _Candidate(NamedTuple):
+    """A grounded text that passed the filters: its row in the cache and its scores."""
+
+    row: int
+    hit: _Hit
+    score: float
+    text_sim: float
+
+
+class GroundedGraphRetriever(BaseRetriever):
+    """Sentences grounded in the graph nodes most similar to the query's own graph nodes.
+
+    Args:
+        index: an ``E2RAGIndex`` (needs ``graph_store``, ``embed_model``, ``vector_store(kind)``,
+            ``get_chunks``).
+        similarity_top_k: K, graph nodes taken per query node (the paper's K=10).
+        embedding_variant: ``basic`` (α·name + (1−α)·grounded sentences), ``neighbor``
+            (β·basic + (1−β)·mean of neighbours) or ``attention`` (neighbours weighted by the
+            softmax of their similarity to the node).
+        alpha, beta: the paper's α and β.
+        vector_sim: VectorSim τ; ``None`` disables the filter.
+        ret_count: RetCount threshold n; ``None`` disables the filter.
+        order: ``relevance`` (best first) or ``story`` (narrative order; with ``max_sentences``
+            the best sentences are chosen first, then put in story order).
+        max_sentences: cap on returned sentences (``None``: all the top-K nodes lead to).
+        extractor: the query parser (anything with ``query_nodes(text)``); default: the index's
+            ``GroundedExtractor`` or a new one.
+    """
+
+    def __init__(
+        self,
+        index: Any,
+        similarity_top_k: int = 10,
+        embedding_variant: EmbeddingVariant = "basic",
+        alpha: float = 0.5,
+        beta: float = 0.5,
+        vector_sim: Optional[float] = None,
+        ret_count: Optional[int] = None,
+        order: Order = "relevance",
+        max_sentences: Optional[int] = None,
+        extractor: Any = None,
+        callback_manager: Optional[CallbackManager] = None,
+        verbose: bool = False,
+    ) -> None:
+        if similarity_top_k < 1:
+            raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
+        if embedding_variant not in EMBEDDING_VARIANTS:
+            raise ValueError(
+                f"embedding_variant must be one of {EMBEDDING_VARIANTS}, got {embedding_variant!r}"
+            )
+        for name, value in (("alpha", alpha), ("beta", beta)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
+        if vector_sim is not None and not -1.0 <= vector_sim <= 1.0:
+            raise ValueError(f"vector_sim is a cosine threshold in [-1, 1], got {vector_sim!r}")
+        if ret_count is not None and ret_count < 1:
+            raise ValueError(f"ret_count must be at least 1, got {ret_count}")
+        if order not in ("relevance", "story"):
+            raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
+        if max_sentences is not None and max_sentences < 1:
+            raise ValueError(f"max_sentences must be at least 1, got {max_sentences}")
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._index = index
+        self.similarity_top_k = similarity_top_k
+        self.embedding_variant = embedding_variant
+        self.alpha = alpha
+        self.beta = beta
+        self.vector_sim = vector_sim
+        self.ret_count = ret_count
+        self.order = order
+        self.max_sentences = max_sentences
+        self._extractor = extractor
+
+    # -- llama-index entry points -------------------------------------------------------------
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        cache = graph_cache(self._index)
+        texts = self._texts_to_embed(query_bundle.query_str)
+        vectors = self._index.embed_model.get_text_embedding_batch(texts)
+        return self._select(cache, *_split_vectors(vectors))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        # Building the cache is CPU work (and may embed); keep the event loop free meanwhile.
+        cache = await asyncio.to_thread(graph_cache, self._index)
+        texts = self._texts_to_embed(query_bundle.query_str)
+        vectors = await self._index.embed_model.aget_text_embedding_batch(texts)
+        return self._select(cache, *_split_vectors(vectors))
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _parse(self, query: str) -> list[GraphNode]:
+        """The query graph's mention and event nodes (empty when nothing parses)."""
+        if self._extractor is None:
+            self._extractor = _find_extractor(self._index)
+        nodes = self._extractor.query_nodes(query)
+        return [n for n in nodes if n.kind in (NodeKind.MENTION, NodeKind.EVENT)]
+
+    def _texts_to_embed(self, query: str) -> list[str]:
+        """The query sentence, then its nodes' texts: one embedding call per query.
+
+        As in the paper the query goes through the documents' pipeline, so its sentence is
+        embedded as a text, like the sentences it is compared with.
+        """
+        return [query] + [_node_text(n) for n in self._parse(query)]
+
+    def _query_matrix(self, query_vec: np.ndarray, name_vecs: np.ndarray) -> np.ndarray:
+        """Embed query nodes like graph nodes: each is grounded in the query sentence itself.
+
+        With no parsable node the whole query is the one query node (dense retrieval over the node
+        matrix). ``query_nodes`` hands back nodes without the query graph's edges, so query nodes
+        have no neighbours and the neighbour variants reduce to the basic embedding on this side.
+        """
+        query_vec = l2_normalize(query_vec.reshape(1, -1))
+        if name_vecs.size == 0:
+            return query_vec
+        count = len(name_vecs)
+        indptr = np.arange(count + 1, dtype=np.int64)
+        return basic_embeddings(
+            name_vecs, indptr, np.zeros(count, dtype=np.int64), query_vec, self.alpha
+        )
+
+    def _select(
+        self, cache: NodeEmbeddingCache, query_vec: np.ndarray, name_vecs: np.ndarray
+    ) -> list[NodeWithScore]:
+        if cache.size == 0:
+            return []
+        matrix = cache.matrix(self.embedding_variant, self.alpha, self.beta)
+        queries = self._query_matrix(query_vec, name_vecs)
+        if matrix.shape[1] != queries.shape[1]:
+            raise ValueError(
+                f"the index's stored vectors have {matrix.shape[1]} dimensions but its embed "
+                f"model returns {queries.shape[1]}; load the index with the embedding model it "
+                "was built with"
+            )
+        sims = queries @ matrix.T  # (query nodes, graph nodes), all rows unit length
+        k = min(self.similarity_top_k, cache.size)
+        top = np.argpartition(sims, cache.size - k, axis=1)[:, cache.size - k :]
+        hits: dict[int, _Hit] = {}
+        for qi, row in enumerate(top):
+            for gi in row:
+                score = float(sims[qi, gi])
+                grounded = cache.groundings(int(gi))
+                weighted = score / (1.0 + math.log(max(len(grounded), 1)))
+                node_id = cache.node_ids[gi]
+                for ti in grounded:
+                    hit = hits.setdefault(int(ti), _Hit())
+                    hit.by_query[qi] = max(hit.by_query.get(qi, -1.0), weighted)
+                    hit.graph_nodes[node_id] = max(hit.graph_nodes.get(node_id, -1.0), score)
+        text_sims = cache.text_vectors[list(hits)] @ l2_normalize(query_vec) if hits else []
+        kept = [
+            _Candidate(row, hit, hit.score(len(queries), float(sim)), float(sim))
+            for (row, hit), sim in zip(hits.items(), text_sims)
+            if (self.ret_count is None or len(hit.graph_nodes) >= self.ret_count)
+            and (self.vector_sim is None or sim >= self.vector_sim)
+        ]
+        return self._to_nodes(cache, kept)
+
+    def _to_nodes(self, cache: NodeEmbeddingCache, kept: list[_Candidate]) -> list[NodeWithScore]:
+        """Rank, cut, order and wrap; texts deleted since the cache was built are skipped."""
+        wanted = [cache.text_ids[c.row] for c in kept]
+        texts = {n.id: n for n in self._index.graph_store.get_nodes(wanted)}
+        found = [(c, texts[node_id]) for c, node_id in zip(kept, wanted) if node_id in texts]
+        found.sort(key=lambda pair: (-pair[0].score, -len(pair[0].hit.graph_nodes), pair[1].pos))
+        if self.max_sentences is not None:
+            found = found[: self.max_sentences]
+        if self.order == "story":
+            found.sort(key=lambda pair: (pair[1].pos, pair[1].id))
+        chunk_meta = self._chunk_metadata(cache, {node.chunk_id for _, node in found})
+        return [
+            NodeWithScore(
+                node=_text_node(node, cand, chunk_meta.get(node.chunk_id or "", {})),
+                score=cand.score,
+            )
+            for cand, node in found
+        ]
+
+    def _chunk_metadata(
+        self, cache: NodeEmbeddingCache, chunk_ids: set[Optional[str]]
+    ) -> dict[str, dict[str, Any]]:
+        """User metadata of the source chunks (file name, title...) so answers can cite them.
+
+        Kept in the graph-state cache: reading chunks back from the docstore costs more than the
+        whole matrix search.
+        """
+        known = cache.chunk_metadata
+        missing = sorted(i for i in chunk_ids if i and i not in known)
+        for chunk in self._index.get_chunks(missing) if missing else ():
+            known[chunk.node_id] = {
+                k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS
+            }
+        return known
+
+
+def _split_vectors(vectors: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
+    """(query sentence vector, query node vectors) from one batch."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    return matrix[0], matrix[1:]
+
+
+def _node_text(node: GraphNode) -> str:
+    """A query node is embedded like graph nodes are: its ``text`` (entity span, clause)."""
+    return node.text or node.name or ""
+
+
+def _text_node(graph_node: GraphNode, cand: _Candidate, source_meta: dict[str, Any]) -> TextNode:
+    metadata = dict(source_meta)
+    metadata.update(
+        {
+            "kind": graph_node.kind.value,
+            "pos": list(graph_node.pos),
+            "doc_id": graph_node.doc_id,
+            "chunk_id": graph_node.chunk_id,
+            "span": list(graph_node.span) if graph_node.span else None,
+            "graph_nodes": sorted(cand.hit.graph_nodes, key=lambda i: -cand.hit.graph_nodes[i]),
+            "ret_count": len(cand.hit.graph_nodes),
+            "query_hits": len(cand.hit.by_query),
+            "query_similarity": round(cand.text_sim, 6),
+        }
+    )
+    hidden = list(_BOOKKEEPING_KEYS)
+    return TextNode(
+        id_=graph_node.id,
+        text=graph_node.text,
+        metadata=metadata,
+        excluded_embed_metadata_keys=hidden,
+        excluded_llm_metadata_keys=hidden,
+        start_char_idx=graph_node.span[0] if graph_node.span else None,
+        end_char_idx=graph_node.span[1] if graph_node.span else None,
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=graph_node.doc_id)},
+    )
+
+
+def _find_extractor(index: Any) -> Any:
+    """The index's own GroundedExtractor (same spaCy pipeline as the graph), else a new one."""
+    from llama_index_e2rag.extract.grounded import GroundedExtractor
+
+    for extractor in getattr(index, "extractors", None) or ():
+        if isinstance(extractor, GroundedExtractor):
+            return extractor
+    return GroundedExtractor()
+
