@@ -9,7 +9,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from llama_index_e2rag import vector_io
 from llama_index_e2rag.index import E2RAGIndex
+
+vector_io.install()
 
 __version__ = "0.1.0"
 

@@ -12,7 +12,7 @@ import unicodedata
 from enum import Enum
 from typing import Any, Iterable, Optional, Tuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
 
@@ -84,18 +84,6 @@ class GraphNode(BaseModel):
     chunk_id: Optional[str] = None
     name: Optional[str] = None
     attrs: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("pos", mode="before")
-    @classmethod
-    def _pos_from_list(cls, value: Any) -> Any:
-        if isinstance(value, (list, tuple)) and len(value) == 2:
-            return (int(value[0]), int(value[1]), 0)
-        return tuple(value) if isinstance(value, list) else value
-
-    @field_validator("span", mode="before")
-    @classmethod
-    def _span_from_list(cls, value: Any) -> Any:
-        return tuple(value) if isinstance(value, list) else value
 
 
 class GraphEdge(BaseModel):
