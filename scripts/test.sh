@@ -4,13 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-  else
-    echo "PostgreSQL server binaries missing and not root: the postgres tests will skip" >&2
-  fi
-fi
-
+bash .ci/postgres.sh install
 python -m pip install -q -e ".[test]"
 exec python -m pytest -q "$@"
