@@ -2,6 +2,7 @@
 # Throw-away PostgreSQL cluster for the `postgres`-marked tests (tests/lightrag/).
 #
 #   .ci/postgres.sh install           install Debian's postgresql if its binaries are missing
+#                                     (as root; otherwise it says so and exits 0)
 #   .ci/postgres.sh start DIR PORT    initdb in DIR, start on 127.0.0.1:PORT, create user+db "e2rag"
 #   .ci/postgres.sh stop DIR          stop the cluster started in DIR
 #
@@ -42,8 +43,14 @@ case "$cmd" in
       echo "postgres.sh: found $PG_BIN"
       exit 0
     fi
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql
+    if [[ "$(id -u)" != "0" ]]; then
+      # not fatal: without a server the postgres tests skip (and fail under CI=true)
+      echo "postgres.sh: PostgreSQL binaries missing and not root: the postgres tests will skip" >&2
+      exit 0
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    echo "postgres.sh: installed Debian's postgresql"
     ;;
   start)
     require_bin

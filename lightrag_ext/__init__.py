@@ -18,7 +18,7 @@ check_lightrag_compat()
 
 from lightrag_ext.backfill import BackfillReport  # noqa: E402
 from lightrag_ext.layer import EVENT_CACHE_TYPE, MENTION_CACHE_TYPE  # noqa: E402
-from lightrag_ext.query import E2RAG_MODE  # noqa: E402
+from lightrag_ext.query import CUE_CACHE_TYPE, E2RAG_MODE  # noqa: E402
 from lightrag_ext.rag import E2LightRAG  # noqa: E402
 from lightrag_ext.storage import (  # noqa: E402
     EventLayerStore,
@@ -35,6 +35,7 @@ __all__ = [
     "layer_workspace",
     "EVENT_CACHE_TYPE",
     "MENTION_CACHE_TYPE",
+    "CUE_CACHE_TYPE",
     "SUPPORTED_LIGHTRAG_VERSION",
     "UnsupportedLightRAGVersion",
     "check_lightrag_compat",

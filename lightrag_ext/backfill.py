@@ -21,6 +21,7 @@ from lightrag.operate import _get_cached_extraction_results, _rebuild_from_extra
 from tqdm.auto import tqdm
 
 from lightrag_ext.layer import ChunkEntities, build_doc_layer, chunk_inputs
+from lightrag_ext.storage import LAYER_FORMAT_VERSION
 
 if TYPE_CHECKING:
     from lightrag_ext.rag import E2LightRAG
@@ -83,10 +84,17 @@ async def recover_entity_records(
     return records
 
 
+def _is_current(record: dict[str, Any]) -> bool:
+    """A complete layer in the current format (older formats lack edges, e.g. ``next``)."""
+    version = (record.get("metadata") or {}).get("e2rag_layer")
+    return record.get("status") == DocStatus.PROCESSED.value and version == LAYER_FORMAT_VERSION
+
+
 async def backfill_event_layer(
     rag: "E2LightRAG", doc_ids: Optional[list[str]] = None, *, rebuild: bool = False
 ) -> BackfillReport:
-    """Build missing (or, with ``rebuild``, all) event layers of processed documents."""
+    """Build missing, failed or outdated (or, with ``rebuild``, all) event layers of processed
+    documents."""
     report = BackfillReport()
     targets = await _target_docs(rag, doc_ids)
     report.missing = [d for d in (doc_ids or []) if d not in targets]
@@ -97,7 +105,7 @@ async def backfill_event_layer(
             report.missing.append(doc_id)
             continue
         previous = existing.get(doc_id)
-        if previous and previous.get("status") == DocStatus.PROCESSED.value and not rebuild:
+        if previous and _is_current(previous) and not rebuild:
             report.skipped.append(doc_id)
             continue
         chunk_ids = list(status.get("chunks_list") or [])

@@ -3,41 +3,29 @@
 Mentions come from LightRAG's own per-chunk entity records (what ``extract_entities`` returned for
 that chunk, before LightRAG merges entities across chunks), so a mention keeps the description it
 has *in that chunk*. Events come from a separate LLM pass with the shared event prompt
-(``extract/prompts.py``), parsed by the shared parser (``llm.parse_json_output`` with one repair
-round); nodes and edges come from the same builder as llama_index_e2rag
-(``extract/e2rag.build_chunk_graph``: mentions, events, bipartite and co-occurrence edges).
+(``extract/prompts.py``), parsed with one repair round by ``llm_parsing.parse_with_repair`` (the
+code ``LLMRunner`` uses); nodes and edges come from the same builder as llama_index_e2rag
+(``extract/e2rag.build_chunk_graph``: mentions, events, bipartite and co-occurrence edges) and
+the same story-order rule (``extract/linking.story_chain_edges``: ``next`` edges).
 
 LLM calls go through LightRAG's ``extract`` role function and LightRAG's LLM response cache under
-our own cache types (``e2rag_event``, ``e2rag_mention``): re-running costs nothing, and LightRAG's
-rebuild-from-cache, which reads only ``cache_type == "extract"``, never sees our answers. An
-answer is cached only once it parses, so a malformed answer is asked again next time instead of
-being replayed forever. A chunk whose event answer cannot be parsed is recorded as failed (its
-mentions stay); the document is never lost over it.
+our own cache types (``e2rag_event``, ``e2rag_mention``; ``cached_llm.CachedStructuredLLM``):
+re-running costs nothing, and LightRAG's rebuild-from-cache, which reads only
+``cache_type == "extract"``, never sees our answers. A chunk whose event answer cannot be parsed
+is recorded as failed (its mentions stay); the document is never lost over it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Optional
 
-from lightrag.utils import (
-    CacheData,
-    compute_args_hash,
-    generate_cache_key,
-    get_llm_cache_identity,
-    handle_cache,
-    remove_think_tags,
-    save_to_cache,
-    serialize_llm_cache_identity,
-)
 from llama_index.core.prompts import BasePromptTemplate
-from pydantic import BaseModel
 
-from llama_index_e2rag.errors import LLMOutputError
 from llama_index_e2rag.extract.e2rag import build_chunk_graph
+from llama_index_e2rag.extract.linking import story_chain_edges
 from llama_index_e2rag.extract.prompts import (
     ENTITY_EXTRACTION,
     ENTITY_EXTRACTION_PROMPT,
@@ -48,8 +36,8 @@ from llama_index_e2rag.extract.prompts import (
     ExtractedEntity,
     ExtractedEvent,
 )
-from llama_index_e2rag.llm import JSON_REPAIR_PROMPT, OutputParseError, parse_json_output
 
+from lightrag_ext.cached_llm import CachedStructuredLLM
 from lightrag_ext.storage import DocLayer
 
 if TYPE_CHECKING:
@@ -59,7 +47,6 @@ logger = logging.getLogger(__name__)
 
 EVENT_CACHE_TYPE = "e2rag_event"
 MENTION_CACHE_TYPE = "e2rag_mention"
-Model = TypeVar("Model", bound=BaseModel)
 
 #: LightRAG's per-chunk extraction result: entity name -> the entity records of that chunk.
 ChunkEntities = dict[str, list[dict[str, Any]]]
@@ -128,60 +115,6 @@ def entities_from_records(records: ChunkEntities) -> list[ExtractedEntity]:
     return entities
 
 
-class CachedExtractor:
-    """Structured LLM calls through LightRAG's extract function and LLM response cache."""
-
-    def __init__(self, rag: "LightRAG") -> None:
-        config = rag._build_global_config()
-        self._llm: Callable[..., Any] = config["role_llm_funcs"]["extract"]
-        self._identity = serialize_llm_cache_identity(get_llm_cache_identity(config, "extract"))
-        self._cache = rag.llm_response_cache if rag.enable_llm_cache_for_entity_extract else None
-
-    async def structured(
-        self, prompt: str, output_cls: Type[Model], *, cache_type: str, chunk_id: str
-    ) -> tuple[Model, Optional[str]]:
-        """Parsed answer and its cache key; raises ``LLMOutputError`` when it cannot be parsed."""
-        args_hash = compute_args_hash(prompt, "\n<llm_identity>\n", self._identity)
-        cache_key = generate_cache_key("default", cache_type, args_hash)
-        cached = await handle_cache(self._cache, args_hash, prompt, "default", cache_type)
-        if cached is not None:
-            try:
-                return parse_json_output(cached[0], output_cls), cache_key
-            except OutputParseError:
-                logger.warning("Cached %s answer for %s no longer parses", cache_type, chunk_id)
-        answer = remove_think_tags(await self._llm(prompt))
-        try:
-            parsed = parse_json_output(answer, output_cls)
-        except OutputParseError as first:
-            repair = JSON_REPAIR_PROMPT.format(
-                prompt=prompt,
-                output=answer,
-                error=str(first),
-                schema=json.dumps(output_cls.model_json_schema()),
-            )
-            answer = remove_think_tags(await self._llm(repair))
-            try:
-                parsed = parse_json_output(answer, output_cls)
-            except OutputParseError as second:
-                raise LLMOutputError(
-                    f"{cache_type} answer for chunk {chunk_id} could not be parsed as "
-                    f"{output_cls.__name__}, even after one repair round: {second}"
-                ) from second
-        if self._cache is None:
-            return parsed, None
-        await save_to_cache(
-            self._cache,
-            CacheData(
-                args_hash=args_hash,
-                content=answer,
-                prompt=prompt,
-                cache_type=cache_type,
-                chunk_id=chunk_id,
-            ),
-        )
-        return parsed, cache_key
-
-
 async def build_doc_layer(
     rag: "LightRAG",
     doc_id: str,
@@ -198,7 +131,7 @@ async def build_doc_layer(
     ``entity_records[chunk_id]`` is LightRAG's per-chunk entity extraction; ``None`` means it
     could not be recovered, and a mention pass with the shared entity prompt stands in.
     """
-    extractor = CachedExtractor(rag)
+    extractor = CachedStructuredLLM(rag)
     offsets = chunk_offsets(doc_text, chunks)
     layer = DocLayer(
         doc_id=doc_id,
@@ -243,13 +176,14 @@ async def build_doc_layer(
     await asyncio.gather(*(one_chunk(c) for c in chunks))
     order = {c.chunk_id: i for i, c in enumerate(chunks)}
     layer.nodes.sort(key=lambda n: (order[n.chunk_id or ""], n.kind.value, n.pos, n.id))
-    layer.edges.sort(key=lambda e: (e.source, e.target))
+    layer.edges.extend(story_chain_edges(layer.nodes, doc_id))
+    layer.edges.sort(key=lambda e: (e.source, e.target, e.kind.value))
     layer.cache_keys.sort()
     return layer
 
 
 async def _mention_pass(
-    extractor: CachedExtractor, prompt: BasePromptTemplate, chunk: ChunkInput, layer: DocLayer
+    extractor: CachedStructuredLLM, prompt: BasePromptTemplate, chunk: ChunkInput, layer: DocLayer
 ) -> list[ExtractedEntity]:
     try:
         extraction, key = await extractor.structured(

@@ -1,21 +1,33 @@
-"""The ``e2rag`` query mode: seeds -> one hop -> ranked chunks -> story-ordered context -> answer.
+"""The ``e2rag`` query mode: cues -> seeds -> one hop -> ranked chunks -> story-ordered context.
 
-E²RAG §4 on LightRAG's storages: the query embedding seeds mentions and events by vector search
-(plus the caller's ``ll_keywords`` as extra mention cues and ``hl_keywords`` as extra event
-cues), one hop over the bipartite edges adds the events of seed mentions and the mentions of seed
-events, mentions are re-ranked by their events, and the chunks those nodes come from are ranked
-by their own similarity to the query. The context is assembled exactly as in llama_index_e2rag
-(``context.assemble_context``): passages in story order with positions, then the linearised
-subgraph. The answer goes through LightRAG's ``query`` role LLM and its answer cache.
+E²RAG §4 on LightRAG's storages, step for step as llama_index_e2rag's ``EntityEventRetriever``
+and with the same ranking code (``llama_index_e2rag.ranking``), so both packages rank alike:
+
+1. Cues ``g(q)``: LightRAG's ``keyword`` role LLM answers the shared ``QUERY_CUE_PROMPT``
+   (cached under ``CUE_CACHE_TYPE``); a caller's ``ll_keywords`` / ``hl_keywords`` are used
+   instead when given.
+2. Seeds: each entity cue looks up ``top_k * mention_pool`` mentions, each event cue ``top_k``
+   events (the query itself seeds both when there are no cues). Mentions sharing a name are
+   re-ranked by their events' similarity to the query (``ranking.rerank_mentions``), and the
+   best ``top_k`` kept.
+3. One hop over the bipartite edges (``ranking.one_hop``) gives ``V_q+``.
+4. Every chunk behind ``V_q+`` is ranked by its similarity to the query; ``chunk_top_k`` of them
+   are kept, within the token budget.
+
+The context is assembled as in llama_index_e2rag (``context.assemble_context``): passages in
+story order with positions, then the linearised subgraph of ``V_q+`` inside them. The answer
+goes through LightRAG's ``query`` role LLM and its answer cache.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 from lightrag.base import QueryParam
+from lightrag.constants import DEFAULT_QUERY_PRIORITY
 from lightrag.prompt import PROMPTS
 from lightrag.utils import (
     CacheData,
@@ -28,18 +40,29 @@ from lightrag.utils import (
     serialize_llm_cache_identity,
 )
 
+from llama_index_e2rag import ranking
 from llama_index_e2rag.context import ContextBundle, Passage, assemble_context
+from llama_index_e2rag.errors import LLMOutputError
+from llama_index_e2rag.extract.prompts import QUERY_CUE_PROMPT, QueryCues
+from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind
 
+from lightrag_ext.cached_llm import CachedStructuredLLM
 from lightrag_ext.storage import EventLayerStore
 
 if TYPE_CHECKING:
     from lightrag import LightRAG
 
+logger = logging.getLogger(__name__)
+
 E2RAG_MODE = "e2rag"
-#: Weight of a mention's own similarity against its best event's (E²RAG re-ranks mentions by
-#: the events they take part in, so a name matching the query in an unrelated scene sinks).
-MENTION_SELF_WEIGHT = 0.5
+CUE_CACHE_TYPE = "e2rag_query_cues"
+#: ``EntityEventRetriever``'s defaults (E2LightRAG's ``e2rag_event_weight`` /
+#: ``e2rag_mention_pool``): a contested mention's score is
+#: ``(1 - w) * sim(mention, cue) + w * max sim(its events, query)``, and each entity cue
+#: fetches ``top_k * pool`` mentions so that near-tied mentions of one name compete.
+EVENT_WEIGHT = 0.5
+MENTION_POOL = 3
 ANSWER_CACHE_VERSION = "e2rag-answer-v1"
 #: Tokens kept free for the answer's reference list and safety (LightRAG's naive mode: 200).
 ANSWER_RESERVE_TOKENS = 200
@@ -53,6 +76,7 @@ class Retrieved:
     scores: dict[str, float] = field(default_factory=dict)
     chunk_records: dict[str, dict[str, Any]] = field(default_factory=dict)
     seeds: list[str] = field(default_factory=list)
+    cues: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))
 
     def render(self) -> str:
         return self.bundle.render()
@@ -75,26 +99,17 @@ async def _similarities(storage: Any, ids: list[str], query: np.ndarray) -> dict
     return dict(zip(found, _cosine(matrix, query).tolist()))
 
 
-async def _seed_ids(
-    layer: EventLayerStore,
-    rag: "LightRAG",
-    query: str,
-    query_vec: np.ndarray,
-    param: QueryParam,
-) -> list[str]:
-    """Mentions and events nearest to the query and to the caller's keyword cues."""
-    searches = [(layer.mentions_vdb, query, query_vec), (layer.events_vdb, query, query_vec)]
-    cues = [(layer.mentions_vdb, c) for c in param.ll_keywords] + [
-        (layer.events_vdb, c) for c in param.hl_keywords
-    ]
-    if cues:
-        vectors = await rag.embedding_func([c for _, c in cues], context="query")
-        searches += [(storage, cue, vec) for (storage, cue), vec in zip(cues, vectors)]
-    seeds: list[str] = []
-    for storage, text, vector in searches:
-        hits = await storage.query(text, top_k=param.top_k, query_embedding=vector)
-        seeds.extend(hit["id"] for hit in hits)
-    return list(dict.fromkeys(seeds))
+async def _lookup(storage: Any, text: str, vector: np.ndarray, top_k: int) -> dict[str, float]:
+    """The ``top_k`` stored nodes nearest to ``vector``, scored by our own cosine."""
+    hits = await storage.query(text, top_k=top_k, query_embedding=vector)
+    return await _similarities(storage, [hit["id"] for hit in hits], vector)
+
+
+def _offer(best: dict[str, float], hits: dict[str, float]) -> None:
+    """Keep each node's best score over several cues."""
+    for node_id, score in hits.items():
+        if score > best.get(node_id, float("-inf")):
+            best[node_id] = score
 
 
 def _kind(node_id: str) -> Optional[str]:
@@ -118,34 +133,88 @@ def _with_doc_rank(node: GraphNode, rank: int) -> GraphNode:
     return node.model_copy(update={"pos": (rank, node.pos[1], node.pos[2])})
 
 
-async def _rank_nodes(
-    layer: EventLayerStore, seeds: list[str], query_vec: np.ndarray, top_k: int
-) -> tuple[dict[str, GraphNode], dict[str, float], dict[str, list[str]], list[str]]:
-    """One hop across the bipartite edges, then scores: events by similarity, mentions by their
-    own similarity blended with their best event's. Returns nodes, scores, links, ranking."""
-    hop = await layer.neighbor_ids(seeds)
-    crossing = [n for s in seeds for n in hop.get(s, []) if _kind(n) not in (_kind(s), None)]
-    candidate_ids = list(dict.fromkeys(seeds + crossing))
-    links = await layer.neighbor_ids(candidate_ids)
-    nodes = await layer.get_nodes(candidate_ids)
-    mention_ids = [i for i, n in nodes.items() if n.kind == NodeKind.MENTION]
-    event_ids = [i for i, n in nodes.items() if n.kind == NodeKind.EVENT]
-    linked_events = {
-        m: [e for e in links.get(m, []) if _kind(e) == NodeKind.EVENT.value] for m in mention_ids
-    }
-    all_events = list(dict.fromkeys(event_ids + [e for es in linked_events.values() for e in es]))
-    sims = await _similarities(layer.mentions_vdb, mention_ids, query_vec)
-    sims.update(await _similarities(layer.events_vdb, all_events, query_vec))
+async def extract_cues(
+    rag: "LightRAG", query: str, param: QueryParam
+) -> tuple[list[str], list[str]]:
+    """``g(q)``: the query's entity and event phrases (E²RAG step 1).
 
-    scores: dict[str, float] = {i: sims.get(i, 0.0) for i in event_ids}
-    for mention_id in mention_ids:
-        own = sims.get(mention_id, 0.0)
-        linked = [sims[e] for e in linked_events[mention_id] if e in sims]
-        scores[mention_id] = (
-            MENTION_SELF_WEIGHT * own + (1 - MENTION_SELF_WEIGHT) * max(linked) if linked else own
+    The caller's ``ll_keywords`` / ``hl_keywords``, when given, are the entity / event cues (as
+    LightRAG's own modes skip keyword extraction when they are given). Otherwise LightRAG's
+    ``keyword`` role LLM answers the shared ``QUERY_CUE_PROMPT``, parsed as ``QueryCues`` and
+    cached under ``CUE_CACHE_TYPE``; an unusable answer means no cues.
+    """
+    if param.ll_keywords or param.hl_keywords:
+        return _clean(param.ll_keywords), _clean(param.hl_keywords)
+    llm = CachedStructuredLLM(
+        rag, role="keyword", mode=E2RAG_MODE, llm_kwargs={"_priority": DEFAULT_QUERY_PRIORITY}
+    )
+    try:
+        cues, _ = await llm.structured(
+            QUERY_CUE_PROMPT.format(query=query), QueryCues, cache_type=CUE_CACHE_TYPE
         )
-    ranked = sorted(scores, key=lambda i: (-scores[i], i))[:top_k]
-    return nodes, scores, links, ranked
+    except LLMOutputError as exc:
+        logger.warning("e2rag query cue extraction failed (%s); seeding from the query", exc)
+        return [], []
+    return _clean(cues.entities), _clean(cues.events)
+
+
+def _clean(phrases: list[str]) -> list[str]:
+    return list(dict.fromkeys(p.strip() for p in phrases if p and p.strip()))
+
+
+async def _local_graph(layer: EventLayerStore, ids: list[str]) -> NetworkXGraphStore:
+    """The nodes ``ids`` with their bipartite neighbours and the edges between them.
+
+    ``ranking`` works on a ``GraphStore``; this is the part of the layer it reads (mentions'
+    events and events' mentions), fetched in three batched calls. Only neighbours of the other
+    kind are fetched: co-occurrence and ``next`` edges join nodes of one kind.
+    """
+    hop = await layer.neighbor_ids(ids)
+    pairs = [(i, n) for i in ids for n in hop.get(i, []) if _kind(n) not in (_kind(i), None)]
+    nodes = await layer.get_nodes([*ids, *(n for _, n in pairs)])
+    edges = await layer.get_edges(pairs)
+    graph = NetworkXGraphStore()
+    graph.upsert_nodes(nodes.values())
+    graph.upsert_edges(e for e in edges if e.source in nodes and e.target in nodes)
+    return graph
+
+
+async def _seeds(
+    rag: "LightRAG",
+    layer: EventLayerStore,
+    query: str,
+    query_vec: np.ndarray,
+    cues: tuple[list[str], list[str]],
+    top_k: int,
+    event_weight: float,
+    mention_pool: int,
+) -> tuple[NetworkXGraphStore, dict[str, float]]:
+    """``V_q``: mentions per entity cue (re-ranked by their events when contested) and events
+    per event cue; both from the query itself when there are no cues."""
+    entity_cues, event_cues = cues
+    if entity_cues or event_cues:
+        vectors = await rag.embedding_func([*entity_cues, *event_cues], context="query")
+        mention_searches = list(zip(entity_cues, vectors[: len(entity_cues)]))
+        event_searches = list(zip(event_cues, vectors[len(entity_cues) :]))
+    else:
+        mention_searches = event_searches = [(query, query_vec)]
+    mention_scores: dict[str, float] = {}
+    event_scores: dict[str, float] = {}
+    for text, vector in mention_searches:
+        vec = np.asarray(vector, dtype=float)
+        _offer(mention_scores, await _lookup(layer.mentions_vdb, text, vec, top_k * mention_pool))
+    for text, vector in event_searches:
+        vec = np.asarray(vector, dtype=float)
+        _offer(event_scores, await _lookup(layer.events_vdb, text, vec, top_k))
+    graph = await _local_graph(layer, [*mention_scores, *event_scores])
+    linked = ranking.mention_events(graph, mention_scores)
+    event_ids = list(dict.fromkeys(e for events in linked.values() for e in events))
+    event_sims = await _similarities(layer.events_vdb, event_ids, query_vec)
+    seeds = ranking.rerank_mentions(
+        graph, mention_scores, linked, event_sims, event_weight, top_k
+    )
+    seeds.update(event_scores)
+    return graph, seeds
 
 
 def _take_within(items: list[str], cost: dict[str, int], budget: int, limit: int) -> list[str]:
@@ -160,65 +229,96 @@ def _take_within(items: list[str], cost: dict[str, int], budget: int, limit: int
 
 
 async def retrieve(
-    rag: "LightRAG", layer: EventLayerStore, query: str, param: QueryParam
+    rag: "LightRAG",
+    layer: EventLayerStore,
+    query: str,
+    param: QueryParam,
+    *,
+    event_weight: float = EVENT_WEIGHT,
+    mention_pool: int = MENTION_POOL,
 ) -> Optional[Retrieved]:
     """Run E²RAG retrieval; None when the event layer has nothing near the query.
 
-    Token budget: the subgraph gets ``max_entity_tokens``; passages get what remains of
-    ``max_total_tokens`` after it, the answer prompt and the query.
+    The steps are llama_index_e2rag's (``EntityEventRetriever``), with the ranking itself in the
+    shared ``llama_index_e2rag.ranking``: cues, seeds (``top_k`` per cue, contested mentions
+    re-ranked by their events), one hop, then every chunk behind ``V_q+`` ranked by its
+    similarity to the query (``chunk_top_k`` of them). Token budget: the subgraph gets
+    ``max_entity_tokens``; passages get what remains of ``max_total_tokens`` after it, the
+    answer prompt and the query.
     """
     query_vec = np.asarray((await rag.embedding_func([query], context="query"))[0], dtype=float)
-    seeds = await _seed_ids(layer, rag, query, query_vec, param)
+    cues = await extract_cues(rag, query, param)
+    graph, seeds = await _seeds(
+        rag, layer, query, query_vec, cues, param.top_k, event_weight, mention_pool
+    )
     if not seeds:
         return None
-    nodes, scores, links, ranked_nodes = await _rank_nodes(layer, seeds, query_vec, param.top_k)
+    expanded = ranking.one_hop(graph, seeds)
 
-    chunk_ids = list(dict.fromkeys(nodes[i].chunk_id for i in ranked_nodes if nodes[i].chunk_id))
+    chunk_ids = list(dict.fromkeys(n.chunk_id for n in expanded if n.chunk_id))
     chunk_scores = await _similarities(rag.chunks_vdb, chunk_ids, query_vec)
-    ranked_chunks = sorted(chunk_ids, key=lambda c: (-chunk_scores.get(c, 0.0), c))
-    rows = await rag.text_chunks.get_by_ids(ranked_chunks)
-    records = {c: r for c, r in zip(ranked_chunks, rows) if r}
+    rows = await rag.text_chunks.get_by_ids(chunk_ids)
+    records = {c: r for c, r in zip(chunk_ids, rows) if r}
+    doc_records = await layer.get_records(r["full_doc_id"] for r in records.values())
+    ranks = _doc_ranks(doc_records)
+    positions = {c: _chunk_position(records[c], doc_records, ranks, c) for c in records}
+    ranked_chunks = sorted(records, key=lambda c: (-chunk_scores.get(c, 0.0), positions[c]))
     count = lambda text: len(rag.tokenizer.encode(text))  # noqa: E731
     overhead = count(PROMPTS["naive_rag_response"]) + count(query) + ANSWER_RESERVE_TOKENS
     kept = _take_within(
-        [c for c in ranked_chunks if c in records],
+        ranked_chunks,
         {c: count(r["content"]) for c, r in records.items()},
         param.max_total_tokens - overhead - param.max_entity_tokens,
         param.chunk_top_k,
     )
-
-    doc_records = await layer.get_records(records[c]["full_doc_id"] for c in kept)
-    ranks = _doc_ranks(doc_records)
-    passages = []
-    for chunk_id in kept:
-        doc_id = records[chunk_id]["full_doc_id"]
-        offsets = (doc_records.get(doc_id, {}).get("metadata") or {}).get("chunk_offsets", {})
-        passages.append(
-            Passage(
-                chunk_id=chunk_id,
-                doc_id=doc_id,
-                pos=(ranks.get(doc_id, 0), int(offsets.get(chunk_id, 0)), 0),
-                text=records[chunk_id]["content"],
-                score=chunk_scores.get(chunk_id),
-            )
+    passages = [
+        Passage(
+            chunk_id=chunk_id,
+            doc_id=records[chunk_id]["full_doc_id"],
+            pos=positions[chunk_id],
+            text=records[chunk_id]["content"],
+            score=chunk_scores.get(chunk_id),
         )
-    in_passages = [i for i in ranked_nodes if nodes[i].chunk_id in set(kept)]
-    shown = _take_within(
-        in_passages,
-        {i: count(nodes[i].text) for i in in_passages},
-        param.max_entity_tokens,
-        len(in_passages),
+        for chunk_id in kept
+    ]
+
+    # the subgraph of V_q+ inside the passages: seeds by score, then their neighbours in story
+    # order, while they fit ``max_entity_tokens``
+    in_passages = [n for n in expanded if n.chunk_id in set(kept)]
+    order = sorted(
+        in_passages, key=lambda n: (n.id not in seeds, -seeds.get(n.id, 0.0), n.pos, n.id)
     )
-    context_nodes = [_with_doc_rank(nodes[i], ranks.get(nodes[i].doc_id, 0)) for i in shown]
-    node_set = set(shown)
-    pairs = [(a, b) for a in shown for b in links.get(a, []) if b in node_set]
+    by_id = {n.id: n for n in order}
+    shown = _take_within(
+        [n.id for n in order],
+        {n.id: count(n.text) for n in order},
+        param.max_entity_tokens,
+        len(order),
+    )
+    context_nodes = [_with_doc_rank(by_id[i], ranks.get(by_id[i].doc_id, 0)) for i in shown]
+    shown_set = set(shown)
+    links = await layer.neighbor_ids(shown)
+    pairs = [(a, b) for a in shown for b in links.get(a, []) if b in shown_set]
     edges: list[GraphEdge] = await layer.get_edges(pairs)
     return Retrieved(
         bundle=assemble_context(passages, context_nodes, edges),
-        scores={**scores, **chunk_scores},
+        scores={**seeds, **chunk_scores},
         chunk_records={c: records[c] for c in kept},
-        seeds=seeds,
+        seeds=list(seeds),
+        cues=cues,
     )
+
+
+def _chunk_position(
+    record: dict[str, Any],
+    doc_records: dict[str, dict[str, Any]],
+    ranks: dict[str, int],
+    chunk_id: str,
+) -> tuple[int, int, int]:
+    """(document rank, offset in the document, 0): the story position of a chunk."""
+    doc_id = record["full_doc_id"]
+    offsets = (doc_records.get(doc_id, {}).get("metadata") or {}).get("chunk_offsets", {})
+    return (ranks.get(doc_id, 0), int(offsets.get(chunk_id, 0)), 0)
 
 
 def user_data(retrieved: Retrieved) -> dict[str, Any]:

@@ -34,7 +34,16 @@ from llama_index_e2rag.extract.prompts import ENTITY_EXTRACTION_PROMPT, EVENT_EX
 
 from lightrag_ext.backfill import BackfillReport, backfill_event_layer
 from lightrag_ext.layer import build_doc_layer, chunk_inputs
-from lightrag_ext.query import E2RAG_MODE, answer, no_result, retrieve, user_data
+from lightrag_ext.query import (
+    E2RAG_MODE,
+    EVENT_WEIGHT,
+    MENTION_POOL,
+    Retrieved,
+    answer,
+    no_result,
+    retrieve,
+    user_data,
+)
 from lightrag_ext.storage import EventLayerStore
 
 logger = logging.getLogger(__name__)
@@ -53,6 +62,9 @@ class E2LightRAG(LightRAG):
         self._event_layer_ready = False
         self.event_prompt: BasePromptTemplate = EVENT_EXTRACTION_PROMPT
         self.mention_prompt: BasePromptTemplate = ENTITY_EXTRACTION_PROMPT
+        #: the e2rag mode's ranking knobs (``EntityEventRetriever``'s event_weight, mention_pool)
+        self.e2rag_event_weight: float = EVENT_WEIGHT
+        self.e2rag_mention_pool: int = MENTION_POOL
 
     # -- prompts (llama-index style) ----------------------------------------------------------
     def get_prompts(self) -> dict[str, BasePromptTemplate]:
@@ -187,7 +199,7 @@ class E2LightRAG(LightRAG):
             return await super().aquery_llm(query, param, system_prompt, progress_callback)
         query = validate_rag_query(validate_query_not_empty(query))
         try:
-            retrieved = await retrieve(self, self.event_layer, query, param)
+            retrieved = await self._e2rag_retrieve(query, param)
             if retrieved is None or not retrieved.bundle.passages:
                 result = no_result()
                 result["llm_response"] = {
@@ -215,11 +227,21 @@ class E2LightRAG(LightRAG):
         await self._query_done()
         return result
 
+    async def _e2rag_retrieve(self, query: str, param: QueryParam) -> Optional[Retrieved]:
+        return await retrieve(
+            self,
+            self.event_layer,
+            query,
+            param,
+            event_weight=self.e2rag_event_weight,
+            mention_pool=self.e2rag_mention_pool,
+        )
+
     async def aquery_data(self, query: str, param: QueryParam = QueryParam()) -> dict[str, Any]:
         if param.mode != E2RAG_MODE:
             return await super().aquery_data(query, param)
         query = validate_rag_query(validate_query_not_empty(query))
-        retrieved = await retrieve(self, self.event_layer, query, param)
+        retrieved = await self._e2rag_retrieve(query, param)
         await self._query_done()
         if retrieved is None or not retrieved.bundle.passages:
             return no_result()

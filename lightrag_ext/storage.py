@@ -9,15 +9,18 @@ backend already keys on:
 =================  =========================  ===========================================
 storage            namespace                  holds
 =================  =========================  ===========================================
-graph              ``chunk_entity_relation``  mention and event nodes, bipartite edges
+graph              ``chunk_entity_relation``  mention and event nodes, their edges
 vector             ``entities``               mention embeddings (entity_name, source_id)
 vector             ``chunks``                 event embeddings (full_doc_id, content)
 doc status         ``doc_status``             one commit record per document: node ids,
                                               edge pairs, chunk offsets, failed chunks
 =================  =========================  ===========================================
 
-Graph properties must be scalars (LightRAG's attribute contract), so each node and edge carries
-its full ``GraphNode`` / ``GraphEdge`` as a JSON string plus LightRAG's usual scalar fields.
+Graph properties must be scalars (LightRAG's attribute contract), so each node carries its full
+``GraphNode`` as a JSON string plus LightRAG's usual scalar fields. LightRAG's graphs hold one
+undirected edge per node pair, while our layer can link a pair twice (two events of one chunk
+are ``co_event`` and, told one after the other, ``next``), so a stored edge carries the JSON list
+of every ``GraphEdge`` between its two nodes.
 The doc-status record is written last, after a flush: it is the commit record that makes
 ``abuild_event_layer`` idempotent and tells deletion what to remove.
 """
@@ -38,7 +41,8 @@ from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind
 if TYPE_CHECKING:
     from lightrag import LightRAG
 
-LAYER_FORMAT_VERSION = 1
+#: 2: edges hold a list of GraphEdges per node pair, and the layer has story-order ``next`` edges.
+LAYER_FORMAT_VERSION = 2
 RECORD_KEY = "e2rag_record"
 MENTION_META_FIELDS = {"entity_name", "source_id", "content", "file_path"}
 EVENT_META_FIELDS = {"full_doc_id", "content", "file_path"}
@@ -65,15 +69,17 @@ def node_properties(node: GraphNode, file_path: str) -> dict[str, Any]:
     }
 
 
-def edge_properties(edge: GraphEdge, file_path: str, chunk_id: str) -> dict[str, Any]:
-    """Scalar graph properties for an edge; the record keeps its direction and kind."""
+def edge_properties(edges: list[GraphEdge], file_path: str, chunk_id: str) -> dict[str, Any]:
+    """Scalar graph properties for the edges of one node pair; the records keep direction and
+    kind."""
+    kinds = ",".join(dict.fromkeys(e.kind.value for e in edges))
     return {
-        "keywords": edge.kind.value,
-        "description": edge.attrs.get("description", edge.kind.value),
-        "weight": 1.0,
+        "keywords": kinds,
+        "description": "; ".join(e.attrs.get("description", e.kind.value) for e in edges),
+        "weight": float(len(edges)),
         "source_id": chunk_id,
         "file_path": file_path,
-        RECORD_KEY: json.dumps(edge.model_dump(mode="json"), ensure_ascii=False),
+        RECORD_KEY: json.dumps([e.model_dump(mode="json") for e in edges], ensure_ascii=False),
     }
 
 
@@ -82,9 +88,23 @@ def node_from_properties(props: dict[str, Any]) -> Optional[GraphNode]:
     return GraphNode.model_validate_json(raw) if raw else None
 
 
-def edge_from_properties(props: dict[str, Any]) -> Optional[GraphEdge]:
+def edges_from_properties(props: dict[str, Any]) -> list[GraphEdge]:
+    """The GraphEdges of a stored edge (format 1 stored a single one)."""
     raw = props.get(RECORD_KEY)
-    return GraphEdge.model_validate_json(raw) if raw else None
+    if not raw:
+        return []
+    data = json.loads(raw)
+    return [GraphEdge.model_validate(item) for item in (data if isinstance(data, list) else [data])]
+
+
+def edge_pairs(edges: Iterable[GraphEdge]) -> dict[tuple[str, str], list[GraphEdge]]:
+    """Edges grouped by node pair (first seen direction), as LightRAG stores them."""
+    pairs: dict[tuple[str, str], list[GraphEdge]] = {}
+    seen: dict[frozenset[str], tuple[str, str]] = {}
+    for edge in edges:
+        key = seen.setdefault(frozenset((edge.source, edge.target)), (edge.source, edge.target))
+        pairs.setdefault(key, []).append(edge)
+    return pairs
 
 
 def now_iso() -> str:
@@ -134,7 +154,7 @@ class DocLayer:
             "metadata": {
                 "e2rag_layer": LAYER_FORMAT_VERSION,
                 "node_ids": [n.id for n in self.nodes],
-                "edges": [[e.source, e.target] for e in self.edges],
+                "edges": [list(pair) for pair in edge_pairs(self.edges)],
                 "chunk_offsets": self.chunk_offsets,
                 "failed_chunks": self.failures,
                 "cache_keys": self.cache_keys,
@@ -238,8 +258,8 @@ class EventLayerStore:
         if layer.edges:
             await self.graph.upsert_edges_batch(
                 [
-                    (e.source, e.target, edge_properties(e, layer.file_path, chunk_of[e.source]))
-                    for e in layer.edges
+                    (source, target, edge_properties(group, layer.file_path, chunk_of[source]))
+                    for (source, target), group in edge_pairs(layer.edges).items()
                 ]
             )
         mentions = {
@@ -317,16 +337,12 @@ class EventLayerStore:
         }
 
     async def get_edges(self, pairs: Iterable[tuple[str, str]]) -> list[GraphEdge]:
+        """Every GraphEdge stored between the given node pairs (either direction)."""
         unique = list(dict.fromkeys(tuple(sorted(p)) for p in pairs))
         if not unique:
             return []
         found = await self.graph.get_edges_batch([{"src": s, "tgt": t} for s, t in unique])
-        edges = []
-        for props in found.values():
-            edge = edge_from_properties(props)
-            if edge is not None:
-                edges.append(edge)
-        return edges
+        return [edge for props in found.values() for edge in edges_from_properties(props)]
 
 
 def _effective_location(storage: Any) -> tuple[str, str]:

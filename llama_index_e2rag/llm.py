@@ -11,15 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
-import json
 import logging
 import os
 import re
-import tempfile
 import threading
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Coroutine, Optional, Type, TypeVar, Union
 
 from llama_index.core import Settings
@@ -29,6 +25,28 @@ from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from pydantic import BaseModel, ValidationError
 
 from llama_index_e2rag.errors import LLMOutputError, MissingModelError
+from llama_index_e2rag.llm_cache import CACHE_VERSION, ResponseCache
+from llama_index_e2rag.llm_parsing import (
+    JSON_REPAIR_PROMPT,
+    OutputParseError,
+    parse_json_output,
+    parse_with_repair,
+)
+
+#: Re-exported: the cache and the parser lived here before they got modules of their own.
+__all__ = [
+    "CACHE_VERSION",
+    "JSON_REPAIR_PROMPT",
+    "LLMRunner",
+    "LLMStats",
+    "OutputParseError",
+    "ResponseCache",
+    "count_tokens",
+    "parse_json_output",
+    "parse_with_repair",
+    "resolve_llm",
+    "run_sync",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -36,25 +54,7 @@ Model = TypeVar("Model", bound=BaseModel)
 T = TypeVar("T")
 PromptLike = Union[BasePromptTemplate, str]
 
-CACHE_VERSION = 1
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-
-JSON_REPAIR_PROMPT = PromptTemplate(
-    """---Task: json_repair---
-Your previous answer to the task below could not be used.
-
----Original task---
-{prompt}
----Your answer---
-{output}
----Problem---
-{error}
----Instructions---
-Answer the original task again. Reply with exactly one JSON object that follows this JSON schema, \
-with no prose and no code fences:
-{schema}
-"""
-)
 
 
 def resolve_llm(llm: Optional[LLM] = None) -> Optional[LLM]:
@@ -180,159 +180,6 @@ def _usage_of(response: Any) -> tuple[Optional[int], Optional[int]]:
     return read("prompt_tokens", "input_tokens"), read("completion_tokens", "output_tokens")
 
 
-# -- persistent cache -------------------------------------------------------------------------
-
-
-class ResponseCache:
-    """Persistent answer cache: a JSON snapshot plus an append-only journal beside it.
-
-    Each ``put`` appends one line to ``<path>.journal`` (so an interrupted build loses at most the
-    calls in flight, without rewriting a large file per call); every ``compact_every`` entries, and
-    on ``flush()``, the snapshot is rewritten atomically (temp file + rename) and the journal
-    dropped. Loading replays the journal over the snapshot and skips a torn last line. One
-    process per cache file.
-    """
-
-    def __init__(self, path: Union[str, os.PathLike, None] = None, *, compact_every: int = 256):
-        self.path = Path(path) if path is not None else None
-        self.compact_every = max(1, compact_every)
-        self._entries: dict[str, str] = {}
-        self._journal_entries = 0
-        self._lock = threading.Lock()
-        if self.path is not None:
-            self._load()
-
-    @property
-    def journal_path(self) -> Optional[Path]:
-        return None if self.path is None else self.path.with_name(self.path.name + ".journal")
-
-    @staticmethod
-    def make_key(model: str, kind: str, prompt: str) -> str:
-        """sha256 of model name, prompt kind and the full prompt text."""
-        return hashlib.sha256("\x1f".join([model, kind, prompt]).encode("utf-8")).hexdigest()
-
-    def get(self, key: str) -> Optional[str]:
-        return self._entries.get(key)
-
-    def put(self, key: str, value: str) -> None:
-        with self._lock:
-            self._entries[key] = value
-            if self.journal_path is None:
-                return
-            self.journal_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.journal_path, "a", encoding="utf-8") as journal:
-                journal.write(json.dumps({"k": key, "v": value}, ensure_ascii=False) + "\n")
-            self._journal_entries += 1
-            if self._journal_entries >= self.compact_every:
-                self._write_snapshot()
-
-    def flush(self) -> None:
-        """Write the snapshot and drop the journal (call at the end of a build)."""
-        with self._lock:
-            if self.path is not None and (self._journal_entries or not self.path.exists()):
-                self._write_snapshot()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._entries
-
-    def _write_snapshot(self) -> None:
-        assert self.path is not None and self.journal_path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"version": CACHE_VERSION, "entries": self._entries}
-        fd, tmp = tempfile.mkstemp(prefix=self.path.name, suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(payload, out, ensure_ascii=False)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        with contextlib.suppress(FileNotFoundError):
-            self.journal_path.unlink()
-        self._journal_entries = 0
-
-    def _load(self) -> None:
-        assert self.path is not None and self.journal_path is not None
-        if self.path.exists():
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                if data.get("version") != CACHE_VERSION:
-                    raise ValueError(f"unsupported cache version {data.get('version')!r}")
-                self._entries.update(
-                    {str(k): str(v) for k, v in dict(data.get("entries", {})).items()}
-                )
-            except (ValueError, AttributeError, TypeError) as exc:
-                logger.warning(
-                    "Ignoring unreadable LLM cache %s (%s); it will be rewritten.", self.path, exc
-                )
-        if self.journal_path.exists():
-            for line in self.journal_path.read_text(encoding="utf-8").splitlines():
-                try:
-                    record = json.loads(line)
-                    self._entries[str(record["k"])] = str(record["v"])
-                    self._journal_entries += 1
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line torn by an interruption
-
-
-# -- JSON from text ---------------------------------------------------------------------------
-
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-
-
-class OutputParseError(ValueError):
-    """Internal: an answer held no JSON matching the output model (message goes to the repair)."""
-
-
-def _json_candidates(text: str) -> list[Any]:
-    """JSON values found in an answer: fenced blocks first, then every decodable '{' / '['."""
-    decoder = json.JSONDecoder()
-    sources = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    values: list[Any] = []
-    for source in sources:
-        for match in re.finditer(r"[\[{]", source):
-            try:
-                value, _ = decoder.raw_decode(source, match.start())
-            except ValueError:
-                continue
-            values.append(value)
-    return values
-
-
-def parse_json_output(text: str, output_cls: Type[Model]) -> Model:
-    """The first JSON value in ``text`` that validates as ``output_cls``.
-
-    Tolerates prose and code fences around the JSON, and a bare list for a model with a single
-    list field (``[...]`` for ``{"entities": [...]}``). Objects sharing no key with the model are
-    skipped rather than read as an all-defaults (empty) answer.
-    """
-    candidates = _json_candidates(text)
-    if not candidates:
-        raise OutputParseError("the answer contains no JSON object")
-    list_fields = [
-        name
-        for name, info in output_cls.model_fields.items()
-        if getattr(info.annotation, "__origin__", None) is list
-    ]
-    first_error: Optional[str] = None
-    for value in candidates:
-        if isinstance(value, list) and len(list_fields) == 1:
-            value = {list_fields[0]: value}
-        if isinstance(value, dict) and not value.keys() & output_cls.model_fields.keys():
-            # e.g. a schema echoed back: it would validate as all-defaults, i.e. as "nothing"
-            first_error = first_error or f"no JSON object has the keys of {output_cls.__name__}"
-            continue
-        try:
-            return output_cls.model_validate(value)
-        except ValidationError as exc:
-            first_error = first_error or str(exc)
-    raise OutputParseError(f"the JSON does not match {output_cls.__name__}: {first_error}")
-
-
 # -- the runner -------------------------------------------------------------------------------
 
 
@@ -379,6 +226,7 @@ class LLMRunner:
         self.stats = LLMStats()
         self._thread_slots = threading.BoundedSemaphore(num_workers)
         self._loop_slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+        self._loop_slots_lock = threading.Lock()
 
     @property
     def model_name(self) -> str:
@@ -482,26 +330,16 @@ class LLMRunner:
         self, text: str, output_cls: Type[Model], kind: str, blocking: bool
     ) -> Model:
         """Text completion parsed as JSON, with one repair round showing the LLM its mistake."""
-        answer = await self._text_call(text, kind, blocking)
-        try:
-            return parse_json_output(answer, output_cls)
-        except OutputParseError as first_error:
-            repair = JSON_REPAIR_PROMPT.format(
-                prompt=text,
-                output=answer,
-                error=str(first_error),
-                schema=json.dumps(output_cls.model_json_schema()),
-            )
+
+        async def ask_repair(repair: str) -> str:
             self.stats.add(repairs=1)
-            repaired = await self._text_call(repair, kind, blocking)
-            try:
-                return parse_json_output(repaired, output_cls)
-            except OutputParseError as second_error:
-                raise LLMOutputError(
-                    f"The LLM's {kind} answer could not be parsed as {output_cls.__name__}, "
-                    f"even after one repair round: {second_error}. Answer began: "
-                    f"{repaired[:200]!r}. Try a stronger model or a function-calling one."
-                ) from second_error
+            return await self._text_call(repair, kind, blocking)
+
+        answer = await self._text_call(text, kind, blocking)
+        result, _ = await parse_with_repair(
+            answer, output_cls, prompt=text, ask=ask_repair, what=kind
+        )
+        return result
 
     async def _function_call(
         self,
@@ -577,14 +415,21 @@ class LLMRunner:
             finally:
                 self._thread_slots.release()
             return
-        loop = asyncio.get_running_loop()
-        semaphore = self._loop_slots.get(loop)
-        if semaphore is None:
-            # one semaphore per loop (an asyncio.Semaphore is bound to one); loops are kept by
-            # strong reference (uvloop's cannot be weakly referenced) and dropped once closed
-            self._loop_slots = {
-                lp: sem for lp, sem in self._loop_slots.items() if not lp.is_closed()
-            }
-            semaphore = self._loop_slots[loop] = asyncio.Semaphore(self.num_workers)
-        async with semaphore:
+        async with self._loop_semaphore(asyncio.get_running_loop()):
             yield
+
+    def _loop_semaphore(self, loop: asyncio.AbstractEventLoop) -> asyncio.Semaphore:
+        """This loop's semaphore (an ``asyncio.Semaphore`` is bound to one loop).
+
+        Sync wrappers run loops in several threads at once; the lock keeps two threads from
+        creating a loop's semaphore twice or dropping each other's, either of which would let
+        more than ``num_workers`` calls run in that loop. Loops are kept by strong reference
+        (uvloop's cannot be weakly referenced) and dropped once closed.
+        """
+        with self._loop_slots_lock:
+            semaphore = self._loop_slots.get(loop)
+            if semaphore is None:
+                for closed in [lp for lp in self._loop_slots if lp.is_closed()]:
+                    del self._loop_slots[closed]
+                semaphore = self._loop_slots[loop] = asyncio.Semaphore(self.num_workers)
+            return semaphore

@@ -9,6 +9,8 @@ from scripted_llm import ScriptedLLM
 
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY, EXTRACTION_ERROR_KEY, pop_graph
 from llama_index_e2rag.extract.e2rag import EntityEventExtractor
+from llama_index_e2rag.extract.linking import story_order_edges
+from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.llm import LLMRunner
 from llama_index_e2rag.schema import EdgeKind, NodeKind
 
@@ -215,3 +217,63 @@ def test_runs_as_a_step_of_an_ingestion_pipeline():
     assert {n.doc_id for n in graph_nodes} == {"book"}
     assert {n.name for n in graph_nodes if n.kind is NodeKind.MENTION} >= {"Hermione", "Snape"}
     assert llm.calls_by_kind["entity_extraction"] == len(nodes)
+
+
+#: Split with an overlap, the Snitch sentence ends chunk 1 and starts chunk 2, as the first
+#: event and first name of both: same position, text and ordinal in each chunk.
+OVERLAPPING_STORY = "\n\n".join(
+    [
+        "It rained all morning over the quiet hills. The wind howled across the empty grounds.",
+        "Harry caught the Snitch at the match. Snape glared at Harry while Ron cheered loudly.",
+        "Hermione stole the ingredients for the potion. Snape never noticed the theft at all.",
+    ]
+)
+IN_CHUNK_EDGES = (
+    EdgeKind.PARTICIPATES,
+    EdgeKind.GROUNDED_IN,
+    EdgeKind.CO_MENTION,
+    EdgeKind.CO_EVENT,
+)
+
+
+def overlapping_chunks(text: str) -> list[TextNode]:
+    """Chunks as the index makes them with an overlap > 0 (sentences shared by two chunks)."""
+    from llama_index.core import Document
+    from llama_index.core.node_parser import SentenceSplitter
+
+    splitter = SentenceSplitter(chunk_size=40, chunk_overlap=15)
+    nodes = splitter.get_nodes_from_documents([Document(text=text, id_="book")])
+    for node in nodes:
+        node.metadata[DOC_ORDER_KEY] = 0
+    starts = [n.start_char_idx for n in nodes]
+    ends = [n.end_char_idx for n in nodes]
+    assert len(nodes) >= 3 and any(s < e for s, e in zip(starts[1:], ends))  # they do overlap
+    return nodes
+
+
+def test_overlapping_chunks_each_own_their_nodes_and_links():
+    nodes = overlapping_chunks(OVERLAPPING_STORY)
+    EntityEventExtractor(llm_runner=LLMRunner(ScriptedLLM(), backoff=0.0))(nodes)
+    graph = NetworkXGraphStore()
+    fragments = [pop_graph(node) for node in nodes]
+    assert all(error is None for _, _, error in fragments)
+    graph.upsert_nodes(n for found, _, _ in fragments for n in found)
+    graph.upsert_edges(e for _, found, _ in fragments for e in found)
+    for edge in graph.edges():
+        if edge.kind in IN_CHUNK_EDGES:
+            source, target = graph.get_node(edge.source), graph.get_node(edge.target)
+            assert source.chunk_id == target.chunk_id, (edge.kind, source.text, target.text)
+    assert len(graph.nodes()) == sum(len(found) for found, _, _ in fragments)  # no id shared
+    # the overlap's event is read by both chunks: one node each, at the same story position
+    snitch = [n for n in graph.nodes(NodeKind.EVENT) if n.name.startswith("Harry caught")]
+    assert len({n.chunk_id for n in snitch}) == len(snitch) == 2
+    assert len({n.pos[:2] for n in snitch}) == 1
+
+    # story order still chains every event once, both copies of the overlap's event included
+    graph.upsert_edges(story_order_edges(graph, "book"))
+    events = graph.nodes(NodeKind.EVENT, "book")
+    event_ids = {n.id for n in events}
+    chained = {(e.source, e.target) for e in graph.edges(EdgeKind.NEXT) if e.source in event_ids}
+    assert chained == {(a.id, b.id) for a, b in zip(events, events[1:])}  # position, ordinal, id
+    assert all(a.pos <= b.pos for a, b in zip(events, events[1:]))
+    assert {n.id for n in snitch} <= event_ids and len(chained) == len(events) - 1

@@ -287,3 +287,47 @@ def test_real_book_excerpt_is_fully_grounded(extractor, shared_data):
     store.upsert_nodes(nodes)
     store.upsert_edges(edges)
     assert store.counts()
+
+
+#: Split with an overlap, the Snitch sentence ends chunk 1 and starts chunk 2.
+OVERLAPPING_STORY = "\n\n".join(
+    [
+        "It rained all morning over the quiet hills. The wind howled across the empty grounds.",
+        "Harry caught the Snitch at the match. Snape glared at Harry while Ron cheered loudly.",
+        "Hermione stole the ingredients for the potion. Snape never noticed the theft at all.",
+    ]
+)
+
+
+def test_overlapping_chunks_each_own_their_nodes_and_links(extractor):
+    from llama_index.core import Document
+    from llama_index.core.node_parser import SentenceSplitter
+
+    from llama_index_e2rag.extract.linking import story_order_edges
+
+    splitter = SentenceSplitter(chunk_size=40, chunk_overlap=15)
+    chunks = splitter.get_nodes_from_documents([Document(text=OVERLAPPING_STORY, id_="book")])
+    for chunk in chunks:
+        chunk.metadata[DOC_ORDER_KEY] = 0
+    assert chunks[1].start_char_idx < chunks[0].end_char_idx  # they do overlap
+    nodes, edges = extract(extractor, *chunks)
+    store = NetworkXGraphStore()
+    store.upsert_nodes(nodes)
+    store.upsert_edges(edges)
+    in_chunk = {EdgeKind.PARTICIPATES, EdgeKind.GROUNDED_IN, EdgeKind.CO_MENTION, EdgeKind.CO_EVENT}
+    for edge in store.edges():
+        if edge.kind in in_chunk:
+            source, target = store.get_node(edge.source), store.get_node(edge.target)
+            assert source.chunk_id == target.chunk_id, (edge.kind, source.text, target.text)
+    assert len(store.nodes()) == len(nodes)  # no id shared between chunks
+    snitch = [n for n in store.nodes(NodeKind.SENTENCE) if n.text.startswith("Harry caught")]
+    assert len({n.chunk_id for n in snitch}) == len(snitch) == 2  # one per chunk reading it
+    assert len({n.span for n in snitch}) == 1
+
+    store.upsert_edges(story_order_edges(store, "book"))
+    events = store.nodes(NodeKind.EVENT, "book")
+    ids = {n.id for n in events}
+    chained = {(e.source, e.target) for e in store.edges(EdgeKind.NEXT) if e.source in ids}
+    story = {(a.id, b.id) for a, b in zip(events, events[1:])}
+    assert story <= chained  # the document's chain, in story order
+    assert all(store.get_node(a).pos <= store.get_node(b).pos for a, b in chained)

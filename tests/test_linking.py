@@ -8,6 +8,7 @@ from llama_index_e2rag.extract.linking import (
     locate_name,
     name_occurs_in,
     name_variants,
+    story_chain_edges,
     story_order_edges,
 )
 from llama_index_e2rag.graph import NetworkXGraphStore
@@ -147,3 +148,30 @@ def test_story_order_edges_chain_events_and_each_entity_timeline():
         ("m2", "m5"),  # Ron, possessive dropped
         # "Dursley" is ambiguous between Vernon and Petunia: no edge for m6, m7, m8
     }
+
+
+def test_overlap_copies_stay_on_the_story_chain_in_position_ordinal_id_order():
+    """Overlapping chunks read the same event twice (one node per chunk): both copies stay on
+    the chain; ties at one position go by ordinal, then id."""
+    copy_1 = event("ev-b", "Snitch: Harry catches it", "c1", 100)
+    copy_2 = event("ev-a", "Snitch: Harry catches it", "c2", 100)
+    glare = event("ev-c", "Glare: Snape glares", "c2", 100)
+    copy_1.pos, copy_2.pos, glare.pos = (0, 100, 2), (0, 100, 0), (0, 100, 1)
+    rain = event("ev-z", "Rain: it rains", "c1", 10)
+    later = event("ev-0", "Theft: Hermione steals", "c3", 200)
+    harry_1 = mention("m-b", "Harry", "c1", 100)
+    harry_2 = mention("m-a", "Harry", "c2", 100)
+    elsewhere = event("x", "Other: z", "c9", 150, doc="other")
+    nodes = [later, copy_1, glare, elsewhere, harry_1, rain, copy_2, harry_2]
+
+    edges = story_chain_edges(nodes, "d")
+    assert [(e.source, e.target) for e in edges] == [
+        ("ev-z", "ev-a"),
+        ("ev-a", "ev-c"),
+        ("ev-c", "ev-b"),
+        ("ev-b", "ev-0"),
+        ("m-a", "m-b"),  # same position and ordinal: by id
+    ]
+    graph = NetworkXGraphStore()
+    graph.upsert_nodes(nodes)
+    assert story_order_edges(graph, "d") == edges  # the graph form is the same rule

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections import Counter
 
 import pytest
 from llama_index.core import Settings
@@ -27,6 +29,7 @@ from llama_index_e2rag.llm import (
     ResponseCache,
     count_tokens,
     parse_json_output,
+    parse_with_repair,
     resolve_llm,
 )
 
@@ -91,6 +94,42 @@ def test_malformed_twice_raises_llm_output_error():
     with pytest.raises(LLMOutputError, match="EntityExtraction"):
         entities(runner)
     assert runner.stats.calls == 2 and runner.stats.failures == 1
+
+
+async def test_parse_with_repair_asks_once_and_names_what_failed():
+    asked: list[str] = []
+
+    async def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return '{"entities": [{"name": "Ron"}]}'
+
+    parsed, text = await parse_with_repair(
+        '{"entities": [', EntityExtraction, prompt="ORIGINAL", ask=ask, what="entity_extraction"
+    )
+    assert [e.name for e in parsed.entities] == ["Ron"]
+    assert len(asked) == 1 and "ORIGINAL" in asked[0] and '{"entities": [' in asked[0]
+    assert text == '{"entities": [{"name": "Ron"}]}'  # the answer that parsed, for caching
+
+    fine, same = await parse_with_repair(
+        '{"entities": []}', EntityExtraction, prompt="P", ask=ask, what="x"
+    )
+    assert fine.entities == [] and same == '{"entities": []}' and len(asked) == 1
+
+    async def still_bad(prompt: str) -> str:
+        return "no idea"
+
+    with pytest.raises(LLMOutputError, match="event_extraction answer could not be parsed"):
+        await parse_with_repair(
+            "?", EventExtraction, prompt="P", ask=still_bad, what="event_extraction"
+        )
+
+
+def test_cache_and_parser_modules_are_the_ones_llm_reexports():
+    from llama_index_e2rag import llm_cache, llm_parsing
+
+    assert llm_module.ResponseCache is llm_cache.ResponseCache
+    assert llm_module.parse_json_output is llm_parsing.parse_json_output
+    assert llm_module.parse_with_repair is llm_parsing.parse_with_repair
 
 
 # -- retries and concurrency --------------------------------------------------------------------
@@ -170,6 +209,73 @@ def test_one_runner_serves_several_event_loops():
     # contended semaphores in two different loops (a bound asyncio.Semaphore would raise)
     assert len(asyncio.run(burst("first"))) == len(asyncio.run(burst("second"))) == 3
     assert llm.max_in_flight == 1 and runner.stats.calls == 6 and runner.stats.retries == 0
+
+
+class _ParkingLoop(asyncio.SelectorEventLoop):
+    """A loop that, once closed, parks the first thread that asks whether it is closed: it waits
+    until ``resume`` is set, or a second has passed (a runner that serialises its table of loops
+    makes the other thread wait for this one, so nobody sets ``resume``)."""
+
+    def __init__(self, park_thread: str) -> None:
+        super().__init__()
+        self.park_thread = park_thread
+        self.parked = threading.Event()
+        self.resume = threading.Event()
+
+    def is_closed(self) -> bool:
+        closed = super().is_closed()
+        if closed and threading.current_thread().name == self.park_thread:
+            if not self.parked.is_set():
+                self.parked.set()
+                self.resume.wait(timeout=1.0)
+        return closed
+
+
+def test_threads_registering_their_loops_at_once_keep_one_semaphore_per_loop(monkeypatch):
+    """Thread A registers its loop while thread B registers its own: neither may drop the
+    other's semaphore, or B's next call would get a fresh one and run beside the first."""
+    created: Counter = Counter()
+
+    class RecordingSemaphore(asyncio.Semaphore):
+        def __init__(self, value: int = 1) -> None:
+            super().__init__(value)
+            created[id(asyncio.get_running_loop())] += 1
+
+    monkeypatch.setattr(llm_module.asyncio, "Semaphore", RecordingSemaphore)
+    runner = LLMRunner(ScriptedLLM(), num_workers=1)
+    stale = _ParkingLoop(park_thread="A")  # a finished loop the runner still knows
+    stale.run_until_complete(runner.acomplete("stale {x}", kind="t", x=0))
+    stale.close()
+    loops: dict[str, asyncio.AbstractEventLoop] = {}
+    a_done = threading.Event()
+
+    def thread_a() -> None:
+        loop = loops["A"] = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(runner.acomplete("A {x}", kind="t", x=1))
+        finally:
+            a_done.set()
+            loop.close()
+
+    def thread_b() -> None:
+        assert stale.parked.wait(timeout=5)  # A is registering its loop right now
+        loop = loops["B"] = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(runner.acomplete("B {x}", kind="t", x=1))
+            stale.resume.set()
+            assert a_done.wait(timeout=5)
+            loop.run_until_complete(runner.acomplete("B {x}", kind="t", x=2))
+        finally:
+            loop.close()
+
+    threads = [threading.Thread(target=thread_a, name="A"), threading.Thread(target=thread_b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert runner.stats.calls == 4 and runner.stats.failures == 0
+    assert created[id(loops["A"])] == 1
+    assert created[id(loops["B"])] == 1  # B's second call waited on B's one semaphore
 
 
 def test_invalid_settings_are_rejected():

@@ -24,7 +24,12 @@ from llama_index_e2rag.extract.base import (
     chunk_offset,
     record_failure,
 )
-from llama_index_e2rag.extract.linking import bipartite_edges, co_occurrence_edges, locate_name
+from llama_index_e2rag.extract.linking import (
+    bipartite_edges,
+    chunk_node_id,
+    co_occurrence_edges,
+    locate_name,
+)
 from llama_index_e2rag.extract.prompts import (
     COMBINED_EXTRACTION,
     COMBINED_EXTRACTION_PROMPT,
@@ -39,7 +44,7 @@ from llama_index_e2rag.extract.prompts import (
     ExtractedEvent,
 )
 from llama_index_e2rag.llm import LLMRunner, run_sync
-from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, make_id, normalize_text
+from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, normalize_text
 
 _MAX_REASON = 400
 
@@ -59,8 +64,9 @@ def build_chunk_graph(
     Framework-agnostic (``lightrag_ext`` calls it with LightRAG's chunk fields). Positions are
     absolute: a mention sits at the first occurrence of its name (or a short form) in the chunk,
     an event at the first occurrence of one of its participants; both fall back to the chunk
-    start. Ids come from ``make_id`` over (doc, kind, position, text): rebuilding the same input
-    with the same answers gives the same graph.
+    start. Ids come from ``chunk_node_id`` over (doc, chunk, kind, position, text): rebuilding
+    the same input with the same answers gives the same graph, and an event read by two
+    overlapping chunks is two nodes, each linked only within its own chunk.
     """
     chunk_span = (chunk_start, chunk_start + len(text))
     mentions: list[GraphNode] = []
@@ -80,7 +86,7 @@ def build_chunk_graph(
         node_text = f"{name}: {description}" if description else name
         mentions.append(
             GraphNode(
-                id=make_id(doc_id, NodeKind.MENTION, pos, node_text),
+                id=chunk_node_id(doc_id, chunk_id, NodeKind.MENTION, pos, node_text),
                 kind=NodeKind.MENTION,
                 text=node_text,
                 doc_id=doc_id,
@@ -108,7 +114,7 @@ def build_chunk_graph(
         node_text = f"{title}: {description}" if description else title
         event_nodes.append(
             GraphNode(
-                id=make_id(doc_id, NodeKind.EVENT, pos, node_text),
+                id=chunk_node_id(doc_id, chunk_id, NodeKind.EVENT, pos, node_text),
                 kind=NodeKind.EVENT,
                 text=node_text,
                 doc_id=doc_id,

@@ -30,12 +30,12 @@ from llama_index_e2rag.extract.base import (
     chunk_offset,
     record_failure,
 )
+from llama_index_e2rag.extract.linking import chunk_node_id
 from llama_index_e2rag.schema import (
     EdgeKind,
     GraphEdge,
     GraphNode,
     NodeKind,
-    make_id,
     normalize_text,
 )
 
@@ -443,7 +443,7 @@ class _FragmentBuilder:
             start = self.offset + sent.start_char + (len(sent.text) - len(sent.text.lstrip()))
             pos = (self.doc_order, start, 0)
             node = GraphNode(
-                id=make_id(self.doc_id, NodeKind.SENTENCE, pos, text),
+                id=chunk_node_id(self.doc_id, self.chunk_id, NodeKind.SENTENCE, pos, text),
                 kind=NodeKind.SENTENCE,
                 text=text,
                 doc_id=self.doc_id,
@@ -465,7 +465,7 @@ class _FragmentBuilder:
             # the id hangs on the chunk, not the occurrence: one mention per name per chunk
             chunk_pos = (self.doc_order, self.offset, 0)
             node = GraphNode(
-                id=make_id(self.doc_id, NodeKind.MENTION, chunk_pos, ref.key),
+                id=chunk_node_id(self.doc_id, self.chunk_id, NodeKind.MENTION, chunk_pos, ref.key),
                 kind=NodeKind.MENTION,
                 text=ref.name,
                 doc_id=self.doc_id,
@@ -521,7 +521,7 @@ class _FragmentBuilder:
             attrs["sentence_id"] = sentence.id
             attrs["sentence_text"] = sentence.text
         event = GraphNode(
-            id=make_id(self.doc_id, NodeKind.EVENT, pos, text),
+            id=chunk_node_id(self.doc_id, self.chunk_id, NodeKind.EVENT, pos, text),
             kind=NodeKind.EVENT,
             text=text,
             doc_id=self.doc_id,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from itertools import combinations, pairwise
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, Union
 
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import (
@@ -19,6 +19,7 @@ from llama_index_e2rag.schema import (
     GraphNode,
     NodeKind,
     Span,
+    make_id,
     normalize_text,
     sort_by_position,
 )
@@ -36,6 +37,19 @@ PERSON_TYPES = frozenset({"person", "people", "character", "human", "creature", 
 #: Leading words of character names that are not first names ("Old Brown" is not "old").
 _NOT_FIRST_NAMES = frozenset("old young little big great good poor dear new grand".split())
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s\b|(?<=s)['’](?!\w)", re.IGNORECASE)
+
+
+def chunk_node_id(
+    doc_id: str, chunk_id: str, kind: Union[NodeKind, str], pos: Iterable[int], text: str
+) -> str:
+    """``make_id`` scoped to a chunk: every extracted node belongs to the chunk it came from.
+
+    Chunks overlap (the index's default overlap is > 0), so one sentence can be read by two
+    chunks at the same absolute position. Keyed by position and text alone, both chunks would
+    produce the same node id, the later one would take it over, and the earlier chunk's edges
+    would point into another chunk. Keying by chunk too gives each chunk its own node.
+    """
+    return make_id(f"{doc_id}\x1f{chunk_id}", kind, pos, text)
 
 
 def _tokens(name: str) -> list[str]:
@@ -195,14 +209,20 @@ def _identity_keys(mentions: Sequence[GraphNode]) -> dict[str, str]:
     return keys
 
 
-def story_order_edges(graph: GraphStore, doc_id: str) -> list[GraphEdge]:
-    """``next`` edges of a document: event -> following event, and each entity's timeline.
+def story_chain_edges(nodes: Sequence[GraphNode], doc_id: str) -> list[GraphEdge]:
+    """``next`` edges of one document's nodes: event -> following event, and each entity's
+    timeline (a mention -> the next mention of the same name key, see ``_identity_keys``).
 
-    A mention links to the next mention (story order) of the same entity, i.e. the same name key
-    (see ``_identity_keys``). Mentions without a usable name are left out of the timelines.
+    The pure core of ``story_order_edges`` (``lightrag_ext`` calls it on a layer's node list).
+    Story order is ``sort_by_position``: position, then ordinal, then id. An event told in the
+    overlap of two chunks is extracted by both, as two nodes at (nearly) the same position; the
+    chain runs through both copies, one after the other, and retrievers, which rank chunks,
+    count such an event once per chunk they return. Mentions without a usable name are left
+    out of the timelines; nodes of other kinds or documents are ignored.
     """
-    events = graph.nodes(NodeKind.EVENT, doc_id)
-    mentions = graph.nodes(NodeKind.MENTION, doc_id)
+    mine = [n for n in nodes if n.doc_id == doc_id]
+    events = sort_by_position(n for n in mine if n.kind == NodeKind.EVENT)
+    mentions = sort_by_position(n for n in mine if n.kind == NodeKind.MENTION)
     keys = _identity_keys(mentions)
     timelines: dict[str, list[GraphNode]] = defaultdict(list)
     for mention in mentions:
@@ -212,3 +232,10 @@ def story_order_edges(graph: GraphStore, doc_id: str) -> list[GraphEdge]:
     for timeline in timelines.values():
         edges.extend(_chain(timeline, doc_id))
     return edges
+
+
+def story_order_edges(graph: GraphStore, doc_id: str) -> list[GraphEdge]:
+    """``next`` edges of a document in a graph store (``story_chain_edges`` of its events and
+    mentions); the index calls it after each document."""
+    nodes = graph.nodes(NodeKind.EVENT, doc_id) + graph.nodes(NodeKind.MENTION, doc_id)
+    return story_chain_edges(nodes, doc_id)

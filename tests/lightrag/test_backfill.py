@@ -101,3 +101,19 @@ async def test_backfill_without_cached_extractions_runs_a_mention_pass(
     nodes = await rag.event_layer.get_nodes(record["metadata"]["node_ids"])
     names = {n.name for n in nodes.values() if n.kind.value == "mention"}
     assert {"Hermione Granger", "Severus Snape", "Harry Potter"} <= names
+
+
+async def test_backfill_rebuilds_layers_of_an_older_format(rag_factory, tmp_path: Path):
+    """A layer written before story-order edges existed is rebuilt, not skipped."""
+    from lightrag_ext.storage import LAYER_FORMAT_VERSION
+
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await _insert(rag)
+    record = await rag.event_layer.get_record("story")
+    record["metadata"]["e2rag_layer"] = LAYER_FORMAT_VERSION - 1
+    await rag.event_layer.docs.upsert({"story": record})
+
+    report = await rag.abuild_event_layer()
+    assert report.built == ["story"] and report.skipped == ["neville"]
+    again = await rag.event_layer.get_record("story")
+    assert again["metadata"]["e2rag_layer"] == LAYER_FORMAT_VERSION

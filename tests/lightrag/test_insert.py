@@ -95,6 +95,12 @@ async def test_bad_event_output_for_one_chunk_keeps_the_document(
     record = await rag.event_layer.get_record("story")
     failed = record["metadata"]["failed_chunks"]
     assert list(failed) == ["story-chunk-001"] and "event_extraction" in failed["story-chunk-001"]
+    # the shared parser's error (llm_parsing.parse_with_repair), as LLMRunner reports it
+    shared_error = (
+        "The LLM's e2rag_event (chunk story-chunk-001) answer could not be parsed as "
+        "EventExtraction, even after one repair round"
+    )
+    assert shared_error in failed["story-chunk-001"]
     nodes = await _layer_nodes(rag, "story")
     events_by_chunk = {n.chunk_id for n in nodes if n.kind == NodeKind.EVENT}
     assert events_by_chunk == {"story-chunk-000", "story-chunk-002"}
@@ -130,3 +136,31 @@ async def test_event_prompt_can_be_replaced(rag_factory, lightrag_llm, tmp_path:
     await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
     sent = [p for kind, p in lightrag_llm.calls if kind == "event_extraction"]
     assert len(sent) == len(PARAGRAPHS) and all("Only plot events." in p for p in sent)
+
+
+async def test_layer_has_the_packages_story_order_edges(rag_factory, tmp_path: Path):
+    """The same ``next`` edges as llama_index_e2rag's index builds (``story_chain_edges``):
+    events in story order across chunks, and each character's timeline of mentions."""
+    from llama_index_e2rag.extract.linking import story_chain_edges
+
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    record = await rag.event_layer.get_record("story")
+    nodes = await _layer_nodes(rag, "story")
+    stored = await rag.event_layer.get_edges(record["metadata"]["edges"])
+
+    def kinds(edges: list, kind: EdgeKind) -> set:
+        return {(e.source, e.target) for e in edges if e.kind == kind}
+
+    expected = story_chain_edges(nodes, "story")
+    assert kinds(stored, EdgeKind.NEXT) == kinds(expected, EdgeKind.NEXT)
+    events = sorted((n for n in nodes if n.kind == NodeKind.EVENT), key=lambda n: (n.pos, n.id))
+    event_chain = {(a.id, b.id) for a, b in zip(events, events[1:])}
+    assert event_chain <= kinds(stored, EdgeKind.NEXT) and len(events) == 2 * len(PARAGRAPHS)
+    hermione = sorted(
+        (n for n in nodes if n.name == "Hermione Granger"), key=lambda n: (n.pos, n.id)
+    )
+    assert {(a.id, b.id) for a, b in zip(hermione, hermione[1:])} <= kinds(stored, EdgeKind.NEXT)
+    # a pair linked twice keeps both links (LightRAG stores one edge per pair)
+    both = kinds(stored, EdgeKind.NEXT) & kinds(stored, EdgeKind.CO_EVENT)
+    assert both, "two events of one chunk, told one after the other"

@@ -155,3 +155,95 @@ async def test_e2rag_budget_and_prompt_preview(rag_factory, lightrag_llm, tmp_pa
     assert prompt.endswith(f"---User Query---\n\n{LATE_FACET_QUERY}")
     assert one["metadata"]["context"].split("\n")[0] in prompt
     assert "lightrag_answer" not in lightrag_llm.kinds()
+
+
+async def _cosines(rag, storage, ids: list[str], text: str) -> dict[str, float]:
+    """Similarity of stored vectors to a text, as the e2rag mode computes it."""
+    import numpy as np
+
+    query = np.asarray((await rag.embedding_func([text], context="query"))[0], dtype=float)
+    vectors = await storage.get_vectors_by_ids(ids)
+    out = {}
+    for node_id, vector in vectors.items():
+        vec = np.asarray(vector, dtype=float)
+        out[node_id] = float(vec @ query / (np.linalg.norm(vec) * np.linalg.norm(query)))
+    return out
+
+
+async def test_e2rag_cues_come_from_the_shared_prompt_and_are_cached(
+    rag_factory, lightrag_llm, scripted_shared, tmp_path: Path
+):
+    import json
+
+    from lightrag_ext.query import CUE_CACHE_TYPE, extract_cues
+
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    before = lightrag_llm.kinds().count("query_cues")
+    first = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert lightrag_llm.kinds().count("query_cues") == before + 1
+    expected = scripted_shared.cues_of(LATE_FACET_QUERY)
+    cues = await extract_cues(rag, LATE_FACET_QUERY, QueryParam(mode=E2RAG_MODE))
+    assert cues == (expected["entities"], expected["events"]) and cues[0] and cues[1]
+    again = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert again == first and lightrag_llm.kinds().count("query_cues") == before + 1
+    await rag.llm_response_cache.index_done_callback()
+    cache = json.loads((tmp_path / "rag" / "kv_store_llm_response_cache.json").read_text())
+    assert [k for k in cache if k.startswith(f"{E2RAG_MODE}:{CUE_CACHE_TYPE}:")]
+
+    # the caller's keywords are the cues: no cue extraction
+    given = QueryParam(mode=E2RAG_MODE, ll_keywords=["Severus Snape"], hl_keywords=["fire"])
+    assert await extract_cues(rag, "anything else?", given) == (["Severus Snape"], ["fire"])
+    assert lightrag_llm.kinds().count("query_cues") == before + 1
+
+
+async def test_e2rag_falls_back_to_the_query_when_cues_are_empty(
+    rag_factory, scripted_shared, tmp_path: Path
+):
+    scripted_shared.handlers["query_cues"] = lambda prompt: '{"entities": [], "events": []}'
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    data = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert data["status"] == "success"
+    assert data["data"]["chunks"][0]["chunk_id"] == "story-chunk-002"
+
+
+async def test_e2rag_reranks_only_competing_mentions_like_the_package(
+    rag_factory, scripted_shared, tmp_path: Path
+):
+    """``ranking.rerank_mentions``: a mention whose name no other candidate shares keeps its
+    similarity to its best entity cue; mentions sharing a name (Hermione in every chunk) blend
+    it with their best event's similarity to the query, so the later facet wins."""
+    from lightrag_ext.query import EVENT_WEIGHT
+
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    data = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    mentions = {m["mention_id"]: m for m in data["data"]["entities"]}
+    layer = rag.event_layer
+    cue_sims: dict[str, float] = {}
+    for cue in scripted_shared.cues_of(LATE_FACET_QUERY)["entities"]:
+        for node_id, sim in (await _cosines(rag, layer.mentions_vdb, list(mentions), cue)).items():
+            cue_sims[node_id] = max(sim, cue_sims.get(node_id, -1.0))
+
+    snape = next(m for m in mentions.values() if m["entity_name"] == "Severus Snape")
+    assert snape["score"] == pytest.approx(cue_sims[snape["mention_id"]], abs=1e-9)
+
+    record = await layer.get_record("story")
+    hermione = [m for m in mentions.values() if m["entity_name"] == "Hermione Granger"]
+    assert len(hermione) == 3
+    for mention in hermione:
+        events = [
+            e.target
+            for e in await layer.get_edges(
+                (mention["mention_id"], n) for n in record["metadata"]["node_ids"]
+            )
+            if e.kind.value == "participates"
+        ]
+        event_sims = await _cosines(rag, layer.events_vdb, events, LATE_FACET_QUERY)
+        expected = (1 - EVENT_WEIGHT) * cue_sims[mention["mention_id"]] + EVENT_WEIGHT * max(
+            event_sims.values()
+        )
+        assert mention["score"] == pytest.approx(expected, abs=1e-9)
+    best = max(hermione, key=lambda m: m["score"])
+    assert best["source_id"] == "story-chunk-002"
