@@ -3,16 +3,38 @@
 Chunk extractors see one chunk at a time; some methods (ChronoRAG's fact layer, SentGraph's topic
 bridges) need the whole document. They implement this protocol and the index runs them once per
 document, after chunk extraction, then upserts and embeds what they return like any other node.
+
+Two optional extensions, both duck-typed so a plain ``abuild`` stays enough:
+
+* **Failures.** ``abuild`` may return ``(nodes, edges, failures)``; each failure is a
+  ``{"chunk_id": ..., "reason": ...}`` dict for a part of the document the builder could not
+  process (e.g. a ChronoRAG group whose LLM call failed). The index adds ``doc_id`` and lists them
+  in ``index.extraction_report()`` next to the chunk extractors' failures.
+* **Persistence.** A builder with a class attribute ``config_name`` listed in
+  ``RESTORABLE_BUILDERS``, a ``to_config() -> dict`` (JSON values) and a classmethod
+  ``from_config(params)`` is recorded in the index struct and rebuilt when the index is loaded,
+  so documents inserted later get the same layers without passing ``doc_builders`` again.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+import importlib
+from typing import Any, Iterable, Protocol, Sequence, Union, runtime_checkable
 
 from llama_index.core.schema import Document, TextNode
 
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import GraphEdge, GraphNode
+
+#: ``{"chunk_id": ..., "reason": ...}``: a part of a document a builder could not process.
+BuildFailure = dict[str, str]
+BuildResult = Union[
+    tuple[list[GraphNode], list[GraphEdge]],
+    tuple[list[GraphNode], list[GraphEdge], list[BuildFailure]],
+]
+
+#: Builders an index can rebuild from its stored config: ``config_name -> "module:Class"``.
+RESTORABLE_BUILDERS = {"chrono": "llama_index_e2rag.extract.chrono:ChronoLayerBuilder"}
 
 
 @runtime_checkable
@@ -22,10 +44,11 @@ class DocumentBuilder(Protocol):
     ``abuild`` receives the source document, its document order (the first element of every
     ``pos`` it creates), the document's chunk TextNodes in story order (their ids are the ``chunk``
     graph node ids) and a graph holding this document's chunk and extracted nodes. It returns new
-    nodes and edges; edges may point at any node of that graph or at the returned nodes. Builders
-    must not write to the graph themselves: the index commits everything of a document at once, so
-    a failing build leaves nothing half-written. A builder that calls an LLM may also define
-    ``use_llm_runner(runner)``: the index then hands it its own runner (cache, retries, accounting).
+    nodes and edges (and optionally failures, see the module doc); edges may point at any node of
+    that graph or at the returned nodes. Builders must not write to the graph themselves: the
+    index commits everything of a document at once, so a failing build leaves nothing
+    half-written. A builder that calls an LLM may also define ``use_llm_runner(runner)``: the
+    index then hands it its own runner (cache, retries, accounting).
     """
 
     async def abuild(
@@ -34,4 +57,37 @@ class DocumentBuilder(Protocol):
         doc_order: int,
         chunks: Sequence[TextNode],
         graph: GraphStore,
-    ) -> tuple[list[GraphNode], list[GraphEdge]]: ...
+    ) -> BuildResult: ...
+
+
+def split_result(
+    result: BuildResult,
+) -> tuple[list[GraphNode], list[GraphEdge], list[BuildFailure]]:
+    """``(nodes, edges, failures)`` from either form of ``abuild``'s return value."""
+    nodes, edges, *rest = result
+    return list(nodes), list(edges), list(rest[0]) if rest else []
+
+
+def builder_configs(builders: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """``{config_name: params}`` of the builders that can be restored on load."""
+    configs = {}
+    for builder in builders:
+        name = getattr(builder, "config_name", None)
+        if name in RESTORABLE_BUILDERS and hasattr(builder, "to_config"):
+            configs[name] = builder.to_config()
+    return configs
+
+
+def restore_builders(configs: dict[str, dict[str, Any]]) -> list[DocumentBuilder]:
+    """The builders recorded by ``builder_configs`` (unknown names are refused, not guessed)."""
+    builders = []
+    for name, params in configs.items():
+        if name not in RESTORABLE_BUILDERS:
+            raise ValueError(
+                f"the index was built with an unknown document builder {name!r}; pass "
+                "doc_builders=[...] when loading it"
+            )
+        module_name, class_name = RESTORABLE_BUILDERS[name].split(":")
+        builder_cls = getattr(importlib.import_module(module_name), class_name)
+        builders.append(builder_cls.from_config(params))
+    return builders

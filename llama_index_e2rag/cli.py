@@ -13,17 +13,22 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
+from llama_index_e2rag.context import POS_KEY, format_position
 from llama_index_e2rag.errors import BadDocumentError, E2RAGError
+from llama_index_e2rag.index import RETRIEVER_MODES
+from llama_index_e2rag.retrievers.entity_event import HYDE_VARIANTS
+from llama_index_e2rag.schema import NodeKind
 
 if TYPE_CHECKING:
     from llama_index.core import Document
 
+    from llama_index_e2rag.graph.base import GraphStore
     from llama_index_e2rag.index import E2RAGIndex
 
 #: File types picked up when a folder is given to ``e2rag index``.
 TEXT_SUFFIXES = (".txt", ".md", ".text", ".markdown")
-_MODES = ("entity_event", "grounded", "chrono", "vector")
-_HYDE = ("comb_extraction", "hyp_extraction", "comb_embedding", "hyp_embedding")
+#: How ``show`` and ``index`` name ChronoRAG's layer-0 chunks (kind ``chunk``, not extraction).
+CHRONO_CHUNK_LABEL = "chunk (chrono layer 0)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--chunk-overlap", type=int, default=None, help="tokens of overlap")
     index.add_argument("--combined", action="store_true", help="one LLM call per chunk")
     index.add_argument(
-        "--chrono", action="store_true", help="also build ChronoRAG's layers (mode chrono)"
+        "--chrono",
+        action="store_true",
+        help="also build ChronoRAG's layers (mode chrono); a store remembers it for later runs",
     )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
     index.set_defaults(func=_cmd_index)
@@ -52,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     query = commands.add_parser("query", help="answer a question from a store")
     query.add_argument("question")
     query.add_argument("--store", required=True, type=Path)
-    query.add_argument("--mode", choices=_MODES, default="entity_event")
-    query.add_argument("--hyde", choices=_HYDE, default=None, help="entity_event only")
+    query.add_argument("--mode", choices=RETRIEVER_MODES, default="entity_event")
+    query.add_argument("--hyde", choices=HYDE_VARIANTS, default=None, help="entity_event only")
     query.add_argument("--top-k", type=int, default=5, help="passages retrieved")
     query.set_defaults(func=_cmd_query)
 
@@ -103,7 +110,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     else:
         index = E2RAGIndex.from_documents(documents, **options)
     index.storage_context.persist(str(args.store))
-    counts = index.graph_store.counts()["nodes"]
+    counts = node_counts(index.graph_store)
     failures = index.extraction_report()
     print(
         f"indexed {len(documents)} document(s) into {args.store}: "
@@ -114,6 +121,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
+    if not args.question.strip():
+        raise ValueError("the question is empty; ask something, e.g. e2rag query \"Who is X?\"")
     if args.top_k < 1:
         raise ValueError("--top-k must be at least 1")
     index = load_store(args.store)
@@ -123,25 +132,28 @@ def _cmd_query(args: argparse.Namespace) -> int:
     print("\nEvidence:")
     for i, source in enumerate(response.source_nodes, start=1):
         meta = source.node.metadata
-        pos = meta.get("pos") or [None, None]
+        pos = meta.get(POS_KEY)
+        where = format_position(pos) if pos else "position unknown"
         score = f"{source.score:.3f}" if source.score is not None else "-"
         snippet = " ".join(source.node.get_content().split())[:200]
-        print(
-            f"[{i}] {meta.get('doc_id', source.node.ref_doc_id)} "
-            f"(document {pos[0]}, character {pos[1]}; score {score}) {snippet}"
-        )
+        source_id = meta.get("doc_id", source.node.ref_doc_id)
+        print(f"[{i}] {source_id} ({where}; score {score}) {snippet}")
     return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
     index = load_store(args.store)
     counts = index.graph_store.counts()
+    nodes = node_counts(index.graph_store)
     print(f"store: {args.store}")
     print("documents:")
     for doc_id, info in index.ref_doc_info.items():
         print(f"  [{index.doc_order(doc_id)}] {doc_id} ({len(info.node_ids)} chunks)")
-    print("nodes: " + (", ".join(f"{k}={v}" for k, v in counts["nodes"].items()) or "none"))
+    print("nodes: " + (", ".join(f"{k}={v}" for k, v in nodes.items()) or "none"))
     print("edges: " + (", ".join(f"{k}={v}" for k, v in counts["edges"].items()) or "none"))
+    builders = ", ".join(type(b).__name__ for b in index.doc_builders)
+    if builders:
+        print(f"document builders: {builders}")
     stats = index.llm_stats()
     if stats:
         print(
@@ -162,6 +174,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+def node_counts(graph: "GraphStore") -> dict[str, int]:
+    """Nodes per kind, ChronoRAG's layer-0 chunks counted apart from the extraction chunks."""
+    counts = dict(graph.counts()["nodes"])
+    layer0 = sum(1 for c in graph.nodes(NodeKind.CHUNK) if c.attrs.get("layer") == 0)
+    if layer0:
+        counts[NodeKind.CHUNK.value] = counts.get(NodeKind.CHUNK.value, 0) - layer0
+        counts[CHRONO_CHUNK_LABEL] = layer0
+    return counts
+
+
 def read_documents(paths: Sequence[Path]) -> list["Document"]:
     """UTF-8 text files (folders: their text files, recursively), ids = absolute paths."""
     from llama_index.core import Document

@@ -1,14 +1,19 @@
 """Context assembly (E²RAG §4 step 6): passages in story order plus the linearised subgraph.
 
-Framework-free on purpose (no llama-index index classes) so ``lightrag_ext`` can reuse it. The
-LLM always sees evidence in narrative order with positions shown, whatever order the retriever
-ranked it in: the ranking decides *what* is shown, the story decides *how* it is read.
+Framework-free on purpose (no llama-index index classes) so ``lightrag_ext`` can reuse it. By
+default the LLM sees evidence in narrative order with positions shown, whatever order the retriever
+ranked it in: the ranking decides *what* is shown, the story decides *how* it is read. A retriever
+that presents by relevance (ChronoRAG's default) asks for ``order="retrieval"`` instead.
+
+Metadata keys every retriever puts on returned nodes: ``POS_KEY`` (``pos``, the machine-readable
+``[doc_order, char_offset, ordinal]``, hidden from the LLM) and ``POSITION_KEY`` (``position``, the
+same as readable text, shown to the LLM).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Literal, Optional, Sequence
 
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, Position, sort_by_position
 
@@ -21,6 +26,22 @@ _LABEL_PREFIX = {
     NodeKind.FACT: "F",
     NodeKind.TOPIC: "T",
 }
+
+#: ``story``: passages in narrative order; ``retrieval``: in the order the retriever ranked them.
+ContextOrder = Literal["story", "retrieval"]
+#: Metadata key of a returned node's narrative position ``[doc_order, char_offset, ordinal]``.
+POS_KEY = "pos"
+#: Metadata key of the same position as text the LLM reads ("document 0, character 1234").
+POSITION_KEY = "position"
+#: Metadata key under which retrievers list the graph node ids that led to a passage.
+EVIDENCE_KEY = "graph_nodes"
+#: Metadata key of the LLM-visible evidence text of a passage (``render_evidence``).
+EVIDENCE_TEXT_KEY = "evidence"
+
+
+def format_position(pos: Sequence[int]) -> str:
+    """A position as the LLM and the CLI show it."""
+    return f"document {pos[0]}, character {pos[1]}"
 
 
 @dataclass(frozen=True)
@@ -41,6 +62,7 @@ class ContextBundle:
     passages: tuple[Passage, ...] = ()
     nodes: tuple[GraphNode, ...] = ()
     edges: tuple[GraphEdge, ...] = ()
+    order: ContextOrder = "story"
 
     def labels(self) -> dict[str, str]:
         """Short labels (P1, M1, E1, ...) for passages and nodes, numbered in story order."""
@@ -65,8 +87,9 @@ class ContextBundle:
                 + f"\n{p.text.strip()}"
                 for p in self.passages
             ]
+            heading = "in story order" if self.order == "story" else "ranked by relevance"
             sections.append(
-                "Passages in story order (position = document:character offset):\n\n"
+                f"Passages {heading} (position = document:character offset):\n\n"
                 + "\n\n".join(blocks)
             )
         described = [n for n in self.nodes if not _is_passage(n, labels)]
@@ -86,18 +109,25 @@ def assemble_context(
     passages: Iterable[Passage],
     graph_nodes: Iterable[GraphNode],
     graph_edges: Iterable[GraphEdge],
+    order: ContextOrder = "story",
 ) -> ContextBundle:
-    """Order passages and nodes by story position; keep only edges among the kept nodes.
+    """Order passages by story position (or keep their given order with ``order="retrieval"``)
+    and nodes by story position; keep only edges among the kept nodes.
 
     Duplicate passages (same chunk) and duplicate edges (same ends and kind/role) collapse to
-    one, so retrievers can pass overlapping evidence without inflating the prompt.
+    one, so retrievers can pass overlapping evidence without inflating the prompt; in retrieval
+    order a duplicate keeps the place of its first occurrence.
     """
+    if order not in ("story", "retrieval"):
+        raise ValueError(f"order must be 'story' or 'retrieval', got {order!r}")
     unique_passages: dict[str, Passage] = {}
     for passage in passages:
         kept = unique_passages.get(passage.chunk_id)
         if kept is None or (passage.score or 0.0) > (kept.score or 0.0):
             unique_passages[passage.chunk_id] = passage
-    ordered_passages = sorted(unique_passages.values(), key=lambda p: (p.pos, p.chunk_id))
+    ordered_passages = list(unique_passages.values())
+    if order == "story":
+        ordered_passages.sort(key=lambda p: (p.pos, p.chunk_id))
     nodes = sort_by_position({n.id: n for n in graph_nodes}.values())
     known = {n.id for n in nodes} | set(unique_passages)
     edges: dict[tuple[str, str, str], GraphEdge] = {}
@@ -110,7 +140,23 @@ def assemble_context(
         edges.values(),
         key=lambda e: (position[e.source], position[e.target], e.kind.value, e.role or ""),
     )
-    return ContextBundle(tuple(ordered_passages), tuple(nodes), tuple(ordered_edges))
+    return ContextBundle(tuple(ordered_passages), tuple(nodes), tuple(ordered_edges), order)
+
+
+def render_evidence(
+    chunk_id: str, graph_nodes: Iterable[GraphNode], graph_edges: Iterable[GraphEdge]
+) -> str:
+    """Compact evidence of one retrieved chunk, for its LLM-visible metadata.
+
+    One line per node (nodes of ``chunk_id`` unmarked, others with their position), then one
+    line per edge among them, so an engine that only shows chunk text plus metadata (llama-index's
+    own ``RetrieverQueryEngine``) still gives the LLM the mentions, events and relations behind it.
+    """
+    bundle = assemble_context([], graph_nodes, graph_edges)
+    labels = bundle.labels()
+    lines = [_describe(n, labels, home=chunk_id) for n in bundle.nodes]
+    lines += [_describe_edge(e, labels) for e in bundle.edges]
+    return "\n".join(lines)
 
 
 def _fmt_pos(pos: Sequence[int]) -> str:
@@ -121,9 +167,14 @@ def _is_passage(node: GraphNode, labels: dict[str, str]) -> bool:
     return node.kind == NodeKind.CHUNK and labels.get(node.id, "").startswith("P")
 
 
-def _describe(node: GraphNode, labels: dict[str, str]) -> str:
+def _describe(node: GraphNode, labels: dict[str, str], home: Optional[str] = None) -> str:
     where = labels.get(node.chunk_id or "")
-    place = f"in {where}" if where and where.startswith("P") else f"at {_fmt_pos(node.pos)}"
+    if home is not None and node.chunk_id == home:
+        place = ""
+    elif where and where.startswith("P"):
+        place = f", in {where}"
+    else:
+        place = f", at {_fmt_pos(node.pos)}"
     extras = []
     date = node.attrs.get("date")
     if date:
@@ -131,7 +182,7 @@ def _describe(node: GraphNode, labels: dict[str, str]) -> str:
     if node.attrs.get("negated"):
         extras.append("negated")
     extra = f", {', '.join(extras)}" if extras else ""
-    return f"{labels[node.id]} [{node.kind.value}, {place}{extra}] {node.text.strip()}"
+    return f"{labels[node.id]} [{node.kind.value}{place}{extra}] {node.text.strip()}"
 
 
 def _describe_edge(edge: GraphEdge, labels: dict[str, str]) -> str:
@@ -141,17 +192,16 @@ def _describe_edge(edge: GraphEdge, labels: dict[str, str]) -> str:
     return f"{labels[edge.source]} -[{kind}]-> {labels[edge.target]}{tail}"
 
 
-#: Metadata key under which retrievers list the graph node ids that led to a passage.
-EVIDENCE_KEY = "graph_nodes"
-
-
-def bundle_from_retrieved(graph: Any, retrieved: Iterable[Any]) -> ContextBundle:
+def bundle_from_retrieved(
+    graph: Any, retrieved: Iterable[Any], order: ContextOrder = "story"
+) -> ContextBundle:
     """Rebuild the context of retrieved nodes (``NodeWithScore``-like) from the graph.
 
-    A passage's position and document come from its graph node when it has one, else from its
-    ``pos`` / ``doc_id`` metadata; the subgraph is the evidence nodes every passage lists under
+    A passage's position and document come from its ``pos`` / ``doc_id`` metadata when the
+    retriever set them, else from its graph node; the subgraph is the evidence nodes every passage lists under
     ``EVIDENCE_KEY`` plus all edges among them and the passages. Rebuilding per call (instead of
-    remembering the last query on the retriever) keeps concurrent queries independent.
+    remembering the last query on the retriever) keeps concurrent queries independent. Passages
+    are read as text only, so the ``evidence`` metadata is not repeated next to the subgraph.
     """
     passages: list[Passage] = []
     evidence: dict[str, None] = {}
@@ -159,14 +209,15 @@ def bundle_from_retrieved(graph: Any, retrieved: Iterable[Any]) -> ContextBundle
         node = item.node
         metadata = node.metadata
         graph_node = graph.get_node(node.node_id)
-        if graph_node is not None:
-            pos, doc_id = graph_node.pos, graph_node.doc_id
-        else:
-            raw = metadata.get("pos") or (0, 0, 0)
+        raw = metadata.get(POS_KEY)
+        if raw:  # the retriever's own position (a ChronoRAG value starts at its first fact)
             pos = (int(raw[0]), int(raw[1]), int(raw[2]) if len(raw) > 2 else 0)
-            doc_id = metadata.get("doc_id") or node.ref_doc_id or ""
+        else:
+            pos = graph_node.pos if graph_node is not None else (0, 0, 0)
+        doc_id = metadata.get("doc_id") or (graph_node.doc_id if graph_node else "")
+        doc_id = doc_id or node.ref_doc_id or ""
         passages.append(Passage(node.node_id, doc_id, pos, node.get_content(), item.score))
         evidence.update(dict.fromkeys(metadata.get(EVIDENCE_KEY) or ()))
     nodes = graph.get_nodes(list(evidence))
     ids = [n.id for n in nodes] + [p.chunk_id for p in passages]
-    return assemble_context(passages, nodes, graph.subgraph_edges(ids))
+    return assemble_context(passages, nodes, graph.subgraph_edges(ids), order)

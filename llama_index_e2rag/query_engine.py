@@ -6,6 +6,10 @@ E²RAG §4 step 6 (passages in story order with positions, the linearised subgra
 descriptions). ``NarrativeContextSynthesizer`` wraps a stock synthesizer to do exactly that and
 hands the original chunks back as ``source_nodes``, so sync, async and streaming all work as
 llama-index users expect. Without an LLM the offline ``ExtractiveSynthesizer`` answers instead.
+
+Passages are shown in story order unless the retriever presents by relevance: a retriever with
+``context_order == "retrieval"`` (``ChronoRetriever`` and ``VectorChunkRetriever`` with
+``order="relevance"``) keeps its ranking in the prompt.
 """
 
 from __future__ import annotations
@@ -26,15 +30,15 @@ from llama_index.core.response_synthesizers.base import QueryTextType
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
-from llama_index_e2rag.context import bundle_from_retrieved
+from llama_index_e2rag.context import ContextOrder, bundle_from_retrieved
 from llama_index_e2rag.graph.base import GraphStore
 
 NARRATIVE_QA_PROMPT = PromptTemplate(
     """You answer questions about a long narrative. The context below holds passages of the \
-story in narrative order, each with its position (document:character offset), followed by the \
-entities and events found in them and how they relate. A character or situation can change over \
-the story: use positions to tell earlier states from later ones, and prefer what the passages \
-say over outside knowledge.
+story (its heading says whether in story order or ranked by relevance), each with its position \
+(document:character offset), followed by the entities and events found in them and how they \
+relate. A character or situation can change over the story: use positions to tell earlier \
+states from later ones, and prefer what the passages say over outside knowledge.
 
 ---Context---
 {context_str}
@@ -47,9 +51,14 @@ Answer (cite passage labels such as [P2] for the facts you use):
 
 
 class NarrativeContextSynthesizer(BaseSynthesizer):
-    """Feeds the assembled narrative context to an inner synthesizer; keeps the real sources."""
+    """Feeds the assembled narrative context to an inner synthesizer; keeps the real sources.
 
-    def __init__(self, inner: BaseSynthesizer, graph_store: GraphStore) -> None:
+    ``order``: ``"story"`` (passages in narrative order) or ``"retrieval"`` (as ranked).
+    """
+
+    def __init__(
+        self, inner: BaseSynthesizer, graph_store: GraphStore, order: ContextOrder = "story"
+    ) -> None:
         super().__init__(
             llm=inner._llm,
             callback_manager=inner.callback_manager,
@@ -57,6 +66,7 @@ class NarrativeContextSynthesizer(BaseSynthesizer):
         )
         self._inner = inner
         self._graph = graph_store
+        self.order = order
 
     def _get_prompts(self) -> PromptDictType:
         """The inner synthesizer's prompts, under the usual names (``text_qa_template``...)."""
@@ -69,7 +79,7 @@ class NarrativeContextSynthesizer(BaseSynthesizer):
         self._inner.update_prompts(prompts_dict)
 
     def _context_node(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
-        bundle = bundle_from_retrieved(self._graph, nodes)
+        bundle = bundle_from_retrieved(self._graph, nodes, self.order)
         return [NodeWithScore(node=TextNode(text=bundle.render()), score=None)]
 
     @staticmethod
@@ -154,7 +164,8 @@ def build_query_engine(
             response_mode=response_mode,
             streaming=streaming,
         )
-        synthesizer = NarrativeContextSynthesizer(inner, index.graph_store)
+        order = getattr(retriever, "context_order", "story")
+        synthesizer = NarrativeContextSynthesizer(inner, index.graph_store, order)
     # The constructor, not ``from_args``: the latter reads ``Settings.llm``, which builds
     # llama-index's OpenAI default and fails offline even though the synthesizer is given.
     return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synthesizer)

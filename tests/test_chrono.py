@@ -187,13 +187,42 @@ async def test_failed_group_keeps_its_chunks_and_other_groups_their_facts(hash_e
     builder = ChronoLayerBuilder(LLMRunner(llm, max_retries=0, backoff=0.0),
                                  chunk_tokens=20, group_size=2)
     graph = NetworkXGraphStore()
-    nodes, edges = await builder.abuild(Document(text=HARBOUR, id_="h"), 0, [], graph)
+    nodes, edges, failures = await builder.abuild(Document(text=HARBOUR, id_="h"), 0, [], graph)
     chunks = [n for n in nodes if n.kind is NodeKind.CHUNK]
     facts = [n for n in nodes if n.kind is NodeKind.FACT]
     failed = {c.attrs["group"] for c in chunks if "chrono_error" in c.attrs}
     assert failed == {chunks[-1].attrs["group"]}
     assert facts and failed.isdisjoint(f.attrs["group"] for f in facts)
     assert squash(" ".join(c.text for c in chunks)) == squash(HARBOUR)
+    first_failed = next(c for c in chunks if "chrono_error" in c.attrs)
+    assert [f["chunk_id"] for f in failures] == [first_failed.id]
+    assert "chrono layer 1" in failures[0]["reason"]
+
+
+def test_failed_group_reaches_the_extraction_report(hash_embed, two_docs):
+    index = build(hash_embed, two_docs, llm=chrono_llm(fail_marker="chestnut"))
+    report = [r for r in index.extraction_report() if "chrono layer 1" in r["reason"]]
+    failed = [c for c in layer0(index, "harbour") if "chrono_error" in c.attrs]
+    assert failed and [(r["doc_id"], r["chunk_id"]) for r in report] == [("harbour", failed[0].id)]
+    index.delete_ref_doc("harbour")
+    assert not [r for r in index.extraction_report() if "chrono layer 1" in r["reason"]]
+
+
+def test_chrono_builder_is_restored_on_load_and_keeps_building(hash_embed, two_docs, tmp_path):
+    """A store built with the layers keeps them for documents inserted after loading."""
+    index = build(hash_embed, two_docs[:1], chunk_tokens=15, group_size=3)
+    index.storage_context.persist(str(tmp_path))
+    loaded = load_index_from_storage(
+        StorageContext.from_defaults(persist_dir=str(tmp_path)),
+        llm=chrono_llm(),
+        embed_model=hash_embed,
+    )
+    (builder,) = loaded.doc_builders
+    assert isinstance(builder, ChronoLayerBuilder)
+    assert (builder.chunk_tokens, builder.group_size, builder.facts) == (15, 3, "auto")
+    loaded.insert(two_docs[1])
+    assert layer0(loaded, "mountain") and timeline(loaded, "mountain")
+    assert loaded.as_retriever(mode="chrono").retrieve("Hugo carried Erin")
 
 
 def test_prompts_are_overridable(hash_embed, two_docs):
@@ -268,8 +297,8 @@ async def test_fact_source_resolution(hash_embed):
     with pytest.raises(MissingModelError, match="facts='events'"):
         await ChronoLayerBuilder(facts="llm").abuild(doc, 0, [], graph)
     # auto without any LLM configured: the LLM-free layer (no events here, so no facts)
-    nodes, edges = await ChronoLayerBuilder().abuild(doc, 0, [], graph)
-    assert nodes and edges == [] and all(n.kind is NodeKind.CHUNK for n in nodes)
+    nodes, edges, failures = await ChronoLayerBuilder().abuild(doc, 0, [], graph)
+    assert nodes and edges == [] and failures == [] and all(n.kind is NodeKind.CHUNK for n in nodes)
     # an index's runner is adopted unless the builder was given its own
     llm, own = chrono_llm(), chrono_llm()
     adopted = ChronoLayerBuilder(chunk_tokens=20, group_size=2)
@@ -277,7 +306,7 @@ async def test_fact_source_resolution(hash_embed):
     kept = ChronoLayerBuilder(LLMRunner(own), chunk_tokens=20, group_size=2)
     kept.use_llm_runner(LLMRunner(llm))
     for builder in (adopted, kept):
-        nodes, _ = await builder.abuild(doc, 0, [], graph)
+        nodes, _, _ = await builder.abuild(doc, 0, [], graph)
         assert any(n.kind is NodeKind.FACT for n in nodes)
     assert llm.calls_by_kind["chrono_summary"] == own.calls_by_kind["chrono_summary"] > 0
 
@@ -337,10 +366,15 @@ def test_children_carry_links_and_positions(index):
         assert chunk.node.metadata["parent_id"] == key.id
         assert chunk.node.relationships[NodeRelationship.PARENT].node_id == key.id
         assert HARBOUR[chunk.node.start_char_idx: chunk.node.end_char_idx] == chunk.node.text
-        assert chunk.node.metadata["position"][1] == chunk.node.start_char_idx
+        assert chunk.node.metadata["pos"][1] == chunk.node.start_char_idx
+        assert chunk.node.metadata["position"] == (
+            f"document 0, character {chunk.node.start_char_idx}"
+        )
     assert value.node.ref_doc_id == "harbour"
-    assert value.node.metadata["position"] == list(index.graph_store.get_node(
+    assert value.node.metadata["pos"] == list(index.graph_store.get_node(
         value.node.metadata["fact_ids"][0]).pos)
+    shown = value.node.get_content(metadata_mode="llm")
+    assert "position: document 0, character" in shown and "pos:" not in shown
 
 
 def test_relevance_and_story_order(index):
@@ -356,9 +390,9 @@ def test_relevance_and_story_order(index):
             parents = [h.node.node_id for h in ranked[:i] if h.node.metadata["layer"] == 1]
             assert hit.node.metadata["parent_id"] == parents[-1]
     assert {n.node.node_id for n in story} == {n.node.node_id for n in ranked}
-    positions = [tuple(n.node.metadata["position"]) for n in story]
+    positions = [tuple(n.node.metadata["pos"]) for n in story]
     assert positions == sorted(positions)
-    assert positions != [tuple(n.node.metadata["position"]) for n in ranked]
+    assert positions != [tuple(n.node.metadata["pos"]) for n in ranked]
     ids = [n.node.node_id for n in ranked]
     assert len(ids) == len(set(ids))
 
@@ -436,3 +470,26 @@ def test_delete_removes_both_layers_of_the_document(index):
     hits = index.vector_store(NodeKind.FACT).query(
         VectorStoreQuery(query_embedding=hash_vector("Alice Bob"), similarity_top_k=100))
     assert all(graph.get_node(i).doc_id == "mountain" for i in hits.ids)
+
+
+@pytest.mark.parametrize("order", ["relevance", "story"])
+def test_the_answer_llm_reads_passages_in_the_retrievers_order(index, order):
+    query = "Gwen Hugo wolves chapel Carol lantern"
+    llm = chrono_llm(default_response="An answer.")
+    engine = index.as_query_engine(
+        mode="chrono", llm=llm, similarity_top_k=4, token_budget=None, order=order
+    )
+    response = engine.query(query)
+    (prompt,) = [p for p in llm.prompts if "---Context---" in p]
+    retrieved = [n.node for n in response.source_nodes]
+    headings = re.findall(r"\[P\d+\] document '([^']+)', position (\d+):(\d+)", prompt)
+    # the prompt follows the retriever's order
+    assert headings == [
+        (node.metadata["doc_id"], str(node.metadata["pos"][0]), str(node.metadata["pos"][1]))
+        for node in retrieved
+    ]
+    positions = [tuple(node.metadata["pos"]) for node in retrieved]
+    if order == "relevance":
+        assert "Passages ranked by relevance" in prompt and positions != sorted(positions)
+    else:
+        assert "Passages in story order" in prompt and positions == sorted(positions)

@@ -149,3 +149,75 @@ def test_demo_command_returns_the_demo_exit_code(
     assert main(["demo", "--store", str(tmp_path)]) == 1
     assert main(["demo"]) == 1
     assert calls == [str(tmp_path), None]
+
+
+def test_chrono_store_counts_layers_apart_prints_positions_and_keeps_building(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_chrono import HARBOUR, MOUNTAIN, chrono_llm
+
+    from llama_index_e2rag.cli import load_store
+    from llama_index_e2rag.schema import NodeKind
+
+    monkeypatch.setattr(Settings, "_llm", chrono_llm(default_response=ANSWER))
+    monkeypatch.setattr(Settings, "_embed_model", HashEmbedding())
+    (tmp_path / "harbour.txt").write_text(HARBOUR, encoding="utf-8")
+    (tmp_path / "mountain.txt").write_text(MOUNTAIN, encoding="utf-8")
+    store = tmp_path / "store"
+    first = ["index", str(tmp_path / "harbour.txt"), "--store", str(store), "--quiet", "--chrono"]
+    assert main(first) == 0
+    capsys.readouterr()
+
+    assert main(["show", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    graph = load_store(store).graph_store
+    chunks = graph.nodes(NodeKind.CHUNK)
+    layer0 = [c for c in chunks if c.attrs.get("layer") == 0]
+    assert layer0 and len(layer0) < len(chunks)
+    assert f"chunk={len(chunks) - len(layer0)}," in out
+    assert f"chunk (chrono layer 0)={len(layer0)}" in out
+    assert "document builders: ChronoLayerBuilder" in out
+
+    assert main(["query", "Who lit the lamp?", "--store", str(store), "--mode", "chrono"]) == 0
+    evidence = capsys.readouterr().out.split("\nEvidence:\n")[1].strip().splitlines()
+    assert evidence and all("(document 0, character " in line for line in evidence)
+    assert "None" not in "\n".join(evidence)
+
+    # a later run without --chrono still builds the layers of the new document
+    assert main(["index", str(tmp_path / "mountain.txt"), "--store", str(store), "--quiet"]) == 0
+    mountain = str((tmp_path / "mountain.txt").resolve())
+    graph = load_store(store).graph_store
+    assert [c for c in graph.nodes(NodeKind.CHUNK, mountain) if c.attrs.get("layer") == 0]
+    assert graph.nodes(NodeKind.FACT, mountain)
+
+
+@pytest.mark.parametrize("mode", ["entity_event", "vector", "grounded"])
+def test_query_prints_positions_in_every_mode(
+    models: ScriptedLLM, books: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    store = tmp_path / "store"
+    assert main(["index", str(books), "--store", str(store), "--chunk-size", "60", "--quiet"]) == 0
+    capsys.readouterr()
+    question = "What did Hermione do after the troll fight?"
+    assert main(["query", question, "--store", str(store), "--mode", mode]) == 0
+    evidence = capsys.readouterr().out.split("\nEvidence:\n")[1].strip().splitlines()
+    assert evidence and all(", character " in line for line in evidence)
+    assert "None" not in "\n".join(evidence)
+
+
+@pytest.mark.parametrize("question", ["", "   "])
+def test_empty_question_exits_1_with_one_line(
+    models: ScriptedLLM,
+    books: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    question: str,
+) -> None:
+    store = tmp_path / "store"
+    assert main(["index", str(books), "--store", str(store), "--quiet"]) == 0
+    capsys.readouterr()
+    calls = sum(models.calls_by_kind.values())
+    assert main(["query", question, "--store", str(store)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("e2rag: error: the question is empty") and err.count("\n") == 1
+    assert sum(models.calls_by_kind.values()) == calls

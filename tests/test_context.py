@@ -118,3 +118,36 @@ def test_bundle_from_retrieved_rebuilds_the_subgraph_from_metadata() -> None:
     assert {n.id for n in bundle.nodes} == {"m1", "m2", "e2"}
     # e1 was not evidence, so its edge is left out; the timeline edge m1 -> m2 stays
     assert {(e.source, e.target) for e in bundle.edges} == {("m2", "e2"), ("m1", "m2")}
+
+
+def test_retrieval_order_keeps_the_ranking_and_says_so() -> None:
+    ranked = [_passage(LATE, 0.9), _passage(EARLY, 0.4), _passage(LATE, 0.5)]
+    bundle = assemble_context(ranked, [M_EARLY, M_LATE], EDGES, order="retrieval")
+    assert [p.chunk_id for p in bundle.passages] == ["c2", "c1"]
+    assert bundle.passages[0].score == 0.9
+    text = bundle.render()
+    assert text.startswith("Passages ranked by relevance")
+    assert text.index("Hermione lied to the teachers.") < text.index("Hermione quoted the rules.")
+    assert [n.id for n in bundle.nodes] == ["m1", "m2"]  # descriptions stay in story order
+    story = assemble_context(ranked, [M_EARLY, M_LATE], EDGES)
+    assert [p.chunk_id for p in story.passages] == ["c1", "c2"]
+    try:
+        assemble_context(ranked, [], [], order="random")  # type: ignore[arg-type]
+    except ValueError as exc:
+        assert "order" in str(exc)
+    else:
+        raise AssertionError("an unknown order must be refused")
+
+
+def test_render_evidence_describes_one_chunk_and_the_edges_touching_it() -> None:
+    from llama_index_e2rag.context import render_evidence
+
+    touching = [e for e in EDGES if "m2" in (e.source, e.target)]
+    text = render_evidence("c2", [M_EARLY, M_LATE, E_LATE], touching)
+    lines = text.splitlines()
+    assert lines[:3] == [
+        "M1 [mention, at 0:0] Hermione: keeps every rule",
+        "M2 [mention] Hermione: breaks rules for friends",
+        "E1 [event, date Halloween] Lie: Hermione lies to the teachers",
+    ]
+    assert lines[3:] == ["M1 -[next]-> M2", "M2 -[participates]-> E1"]  # "outside" unknown

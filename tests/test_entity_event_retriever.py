@@ -254,3 +254,49 @@ def test_offline_defaults_spacy_cues_and_minilm_embeddings() -> None:
     nodes = retriever.retrieve(LATER_FACET)
     assert nodes[0].node.node_id == chunk_containing(index, "troll fight").id
     assert nodes[0].node.metadata["graph_nodes"]
+
+
+def test_ranking_module_expands_one_hop_and_reranks_contested_mentions() -> None:
+    """``ranking`` works on a bare graph store, so lightrag_ext can share it."""
+    from llama_index_e2rag.graph import NetworkXGraphStore
+    from llama_index_e2rag.ranking import mention_events, one_hop, rerank_mentions
+    from llama_index_e2rag.schema import GraphEdge, GraphNode
+
+    def node(node_id: str, kind: NodeKind, offset: int, name: str = "") -> GraphNode:
+        return GraphNode(
+            id=node_id,
+            kind=kind,
+            text=f"{name or node_id}: text",
+            doc_id="d",
+            pos=(0, offset, 0),
+            chunk_id=f"c{offset}",
+            name=name or None,
+        )
+
+    graph = NetworkXGraphStore()
+    graph.upsert_nodes(
+        [
+            node("m_early", NodeKind.MENTION, 0, "Hermione"),
+            node("e_early", NodeKind.EVENT, 1),
+            node("m_late", NodeKind.MENTION, 50, "Hermione"),
+            node("e_late", NodeKind.EVENT, 51),
+            node("m_ron", NodeKind.MENTION, 60, "Ron"),
+        ]
+    )
+    graph.upsert_edges(
+        [
+            GraphEdge(source="m_early", target="e_early", kind=EdgeKind.PARTICIPATES, doc_id="d"),
+            GraphEdge(source="m_late", target="e_late", kind=EdgeKind.PARTICIPATES, doc_id="d"),
+            GraphEdge(source="m_early", target="m_late", kind=EdgeKind.NEXT, doc_id="d"),
+        ]
+    )
+    assert [n.id for n in one_hop(graph, ["m_late", "unknown"])] == ["m_late", "e_late"]
+    scores = {"m_early": 0.9, "m_late": 0.8, "m_ron": 0.85}
+    linked = mention_events(graph, scores)
+    assert linked == {"m_early": ["e_early"], "m_late": ["e_late"]}  # Ron is uncontested
+    event_sims = {"e_early": 0.1, "e_late": 1.0}
+    by_name = rerank_mentions(graph, scores, linked, event_sims, 0.0, 2)
+    assert list(by_name) == ["m_early", "m_ron"]
+    by_events = rerank_mentions(graph, scores, linked, event_sims, 0.5, 2)
+    assert list(by_events) == ["m_late", "m_ron"]
+    assert by_events["m_late"] == pytest.approx(0.9) and by_events["m_ron"] == 0.85

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -17,7 +21,7 @@ from llama_index_e2rag.builders import DocumentBuilder
 from llama_index_e2rag.errors import BadDocumentError, GraphStoreError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.index import EMBEDDED_KINDS, E2RAGIndex, namespace
+from llama_index_e2rag.index import EMBEDDED_KINDS, E2RAGIndex, E2RAGIndexStruct, namespace
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, make_id
 
 NAMES = ["Hermione", "Ron", "Harry", "Neville"]
@@ -386,3 +390,121 @@ def test_refresh_ref_docs_reindexes_only_changed_documents() -> None:
     assert index.refresh_ref_docs([changed, new]) == [True, False]
     assert chunk_containing(index, "troll battle") and sum(llm.calls_by_kind.values()) > calls
     assert index.doc_order("phantom") == 0 and index.doc_order("sequel") == 1
+
+
+# -- concurrency --------------------------------------------------------------------------------
+def _assert_positions_follow_orders(index: E2RAGIndex) -> None:
+    for doc_id in index.ref_doc_info:
+        nodes = index.graph_store.nodes(doc_id=doc_id)
+        assert nodes and {n.pos[0] for n in nodes} == {index.doc_order(doc_id)}
+    assert vector_ids(index, NodeKind.CHUNK) == {
+        c.id for c in index.graph_store.nodes(NodeKind.CHUNK)
+    }
+
+
+async def test_concurrent_ainserts_get_distinct_story_orders() -> None:
+    index = make_index(llm=ScriptedLLM(names=NAMES, async_delay=0.01))
+    docs = [Document(text=SEQUEL, id_=f"sequel{i}") for i in range(3)]
+    await asyncio.gather(*(index.ainsert(doc) for doc in docs))
+    assert sorted(index.doc_order(d.id_) for d in docs) == [1, 2, 3]
+    _assert_positions_follow_orders(index)
+
+
+def test_inserts_from_threads_get_distinct_story_orders() -> None:
+    index = make_index()
+    docs = [Document(text=SEQUEL, id_=f"sequel{i}") for i in range(3)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        list(pool.map(index.insert, docs))
+    assert sorted(index.doc_order(d.id_) for d in docs) == [1, 2, 3]
+    _assert_positions_follow_orders(index)
+
+
+async def test_a_failed_concurrent_insert_leaves_only_a_harmless_gap(tmp_path: Path) -> None:
+    class FailsFor:
+        """A document builder that breaks on one document."""
+
+        async def abuild(
+            self, document: Document, doc_order: int, chunks: Sequence[TextNode], graph: GraphStore
+        ) -> tuple[list[GraphNode], list[GraphEdge]]:
+            if document.id_ == "bad":
+                raise RuntimeError("builder broke")
+            return [], []
+
+    index = make_index(doc_builders=[FailsFor()], llm=ScriptedLLM(names=NAMES, async_delay=0.01))
+    bad, good = Document(text=SEQUEL, id_="bad"), Document(text=SEQUEL, id_="good")
+    results = await asyncio.gather(index.ainsert(bad), index.ainsert(good), return_exceptions=True)
+    assert isinstance(results[0], RuntimeError) and results[1] is None
+    await index.ainsert(Document(text=SEQUEL, id_="later"))
+    assert index.doc_order("bad") is None and "bad" not in index.ref_doc_info
+    orders = [index.doc_order(d) for d in ("phantom", "good", "later")]
+    assert orders == sorted(orders) and len(set(orders)) == 3
+    _assert_positions_follow_orders(index)
+    index.storage_context.persist(str(tmp_path))
+    loaded = load(tmp_path, doc_builders=[])
+    assert [loaded.doc_order(d) for d in ("phantom", "good", "later")] == orders
+    hits = loaded.as_retriever(mode="vector", similarity_top_k=1).retrieve("the mirror at night")
+    assert hits[0].node.metadata["doc_id"] in {"good", "later"}
+
+
+def test_lazy_models_are_built_once_under_concurrent_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import llama_index_e2rag.embeddings as embeddings_module
+    import llama_index_e2rag.llm as llm_module
+
+    caches: list[str] = []
+    models: list[HashEmbedding] = []
+
+    class SlowCache(llm_module.ResponseCache):
+        def __init__(self, path: Optional[str]) -> None:
+            time.sleep(0.05)  # widen the window in which a second thread could start another
+            caches.append(str(path))
+            super().__init__(path)
+
+    def slow_resolve(embed_model: Any = None) -> HashEmbedding:
+        time.sleep(0.05)
+        models.append(HashEmbedding())
+        return models[-1]
+
+    monkeypatch.setattr(llm_module, "ResponseCache", SlowCache)
+    monkeypatch.setattr(embeddings_module, "resolve_embed_model", slow_resolve)
+    index = E2RAGIndex(
+        index_struct=E2RAGIndexStruct(), llm=ScriptedLLM(names=NAMES), cache_dir=str(tmp_path)
+    )
+    start = threading.Barrier(4)
+
+    def first_use(_: int) -> tuple[int, int]:
+        start.wait()
+        return id(index.llm_runner), id(index.embed_model)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        seen = set(pool.map(first_use, range(4)))
+    assert len(seen) == 1 and len(caches) == 1 and len(models) == 1
+
+
+# -- chunking defaults --------------------------------------------------------------------------
+def test_default_chunk_size_is_capped_by_the_embedding_input_limit() -> None:
+    from llama_index.core.utils import get_tokenizer
+
+    from llama_index_e2rag.embeddings import MiniLMEmbedding
+
+    class ShortInput(HashEmbedding):
+        max_length: int = 64
+
+    long_story = " ".join([STORY, SEQUEL] * 3)
+    index = E2RAGIndex.from_documents(
+        [Document(text=long_story, id_="long")],
+        llm=ScriptedLLM(names=NAMES),
+        embed_model=ShortInput(),
+    )
+    assert (index.chunk_size, index.chunk_overlap) == (64, 64 // 12)
+    chunks = index.graph_store.nodes(NodeKind.CHUNK)
+    tokenizer = get_tokenizer()
+    assert len(chunks) > 3 and all(len(tokenizer(c.text)) <= 64 for c in chunks)
+    assert index.index_struct.config["chunk_size"] == 64
+    plain = E2RAGIndex(index_struct=E2RAGIndexStruct(), embed_model=HashEmbedding())
+    assert (plain.chunk_size, plain.chunk_overlap) == (1200, 100)
+    minilm = E2RAGIndex(index_struct=E2RAGIndexStruct(), embed_model=MiniLMEmbedding())
+    assert (minilm.chunk_size, minilm.chunk_overlap) == (256, 21)
+    given = E2RAGIndex(index_struct=E2RAGIndexStruct(), embed_model=ShortInput(), chunk_size=500)
+    assert (given.chunk_size, given.chunk_overlap) == (500, 41)

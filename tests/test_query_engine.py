@@ -56,6 +56,8 @@ def test_sync_query_feeds_the_assembled_context(index: E2RAGIndex, llm: Scripted
     late = prompt.index("Hermione lied to the teachers")
     assert prompt.index("[P1]") < early < prompt.index("[P2]") < late  # story order, labelled
     assert "Relations among them" in prompt and "-[participates]->" in prompt
+    # the per-chunk evidence metadata is for other engines: here the subgraph is shown once
+    assert "evidence:" not in prompt and prompt.count("Relations among them") == 1
     assert set(response.metadata) == {s.node.node_id for s in response.source_nodes}
 
 
@@ -96,7 +98,14 @@ def test_vector_mode_engine(index: E2RAGIndex, llm: ScriptedLLM) -> None:
     response = index.as_query_engine(mode="vector", similarity_top_k=2).query(QUESTION)
     assert str(response) == ANSWER
     assert response.source_nodes[0].node.metadata["retriever"] == "vector"
-    assert "[P1]" in _answer_prompt(llm)
+    prompt = _answer_prompt(llm)
+    # the vanilla baseline presents by relevance unless asked for story order
+    assert "[P1]" in prompt and "Passages ranked by relevance" in prompt
+    best = response.source_nodes[0].node.get_content()
+    assert prompt.index(best) < prompt.index("[P2]")
+    index.as_query_engine(mode="vector", similarity_top_k=2, order="story").query(QUESTION)
+    last = [p for p in llm.prompts if "---Context---" in p][-1]
+    assert "Passages in story order" in last
 
 
 def test_our_retriever_in_their_engine(index: E2RAGIndex, llm: ScriptedLLM) -> None:
@@ -107,6 +116,16 @@ def test_our_retriever_in_their_engine(index: E2RAGIndex, llm: ScriptedLLM) -> N
     (prompt,) = [p for p in llm.prompts if QUESTION in p and "Task: query_cues" not in p]
     assert "position: document 0, character" in prompt
     assert "graph_nodes" not in prompt and "seed_scores" not in prompt
+    # the evidence that led to each chunk reaches the LLM: descriptions and subgraph edges
+    assert prompt.count("evidence: ") == len(response.source_nodes) == 2
+    assert "[mention] Hermione:" in prompt and "[event]" in prompt
+    assert "-[participates]->" in prompt
+    late = chunk_containing(index, "troll fight")
+    (source,) = [s for s in response.source_nodes if s.node.node_id == late.id]
+    for node_id in source.node.metadata["graph_nodes"]:
+        node = index.graph_store.get_node(node_id)
+        assert node.text.strip() in source.node.metadata["evidence"]
+    assert "evidence" not in source.node.get_content(metadata_mode="embed")
 
 
 def test_without_an_llm_answers_are_extractive() -> None:

@@ -15,13 +15,14 @@ import asyncio
 import bisect
 import logging
 import re
-from typing import TYPE_CHECKING, Callable, Literal, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional, Sequence
 
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.schema import BaseNode, MetadataMode
 from pydantic import BaseModel, Field
 
+from llama_index_e2rag.builders import BuildFailure
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.base import chunk_doc_id, chunk_offset
 from llama_index_e2rag.graph.base import GraphStore
@@ -139,7 +140,14 @@ class ChronoLayerBuilder(PromptMixin):
     ``group_size`` chunks, then extract relation descriptions; needs an LLM), ``"events"`` (no
     LLM: the event clauses the chunk extractors put in the graph), or ``"auto"`` (the LLM when one
     is given or configured, else events).
+
+    A group whose LLM calls fail keeps its layer-0 chunks but adds no facts; ``abuild`` returns
+    it as a failure, so it shows in ``index.extraction_report()``. The builder's numeric settings
+    are stored with the index (``to_config``) and restored on load; a custom ``token_counter`` or
+    prompts are not, so pass the builder again when loading if you changed those.
     """
+
+    config_name: ClassVar[str] = "chrono"
 
     def __init__(
         self,
@@ -167,6 +175,18 @@ class ChronoLayerBuilder(PromptMixin):
         self.relations_prompt = relations_prompt or CHRONO_RELATIONS_PROMPT
         self._explicit_runner = llm_runner is not None
         self._runner_resolved = llm_runner is not None
+
+    def to_config(self) -> dict[str, Any]:
+        """The JSON settings the index stores to rebuild this builder on load."""
+        return {
+            "chunk_tokens": self.chunk_tokens,
+            "group_size": self.group_size,
+            "facts": self.facts,
+        }
+
+    @classmethod
+    def from_config(cls, params: dict[str, Any]) -> "ChronoLayerBuilder":
+        return cls(**params)
 
     def use_llm_runner(self, runner: Optional["LLMRunner"]) -> None:
         """Adopt the index's runner (cache, stats, retries) unless one was given explicitly.
@@ -198,19 +218,24 @@ class ChronoLayerBuilder(PromptMixin):
         doc_order: int,
         chunks: Sequence[BaseNode],
         graph: GraphStore,
-    ) -> tuple[list[GraphNode], list[GraphEdge]]:
-        """Build both layers of one document; ``graph`` already holds its extracted nodes."""
+    ) -> tuple[list[GraphNode], list[GraphEdge], list[BuildFailure]]:
+        """Build both layers of one document; ``graph`` already holds its extracted nodes.
+
+        Returns the nodes, the edges and the failed groups (``{"chunk_id", "reason"}``, the
+        chunk being the group's first layer-0 chunk).
+        """
         text = document.get_content(metadata_mode=MetadataMode.NONE)
         doc_id = chunk_doc_id(chunks[0]) if chunks else document.doc_id
         layer0 = self._layer0(text, doc_id, doc_order, chunks)
         if not layer0:
-            return [], []
+            return [], [], []
         runner = self._resolve_runner()
+        failures: list[BuildFailure] = []
         if runner is not None:
-            facts, edges = await self._llm_facts(runner, text, layer0, doc_id, doc_order)
+            facts, edges = await self._llm_facts(runner, text, layer0, doc_id, doc_order, failures)
         else:
             facts, edges = self._event_facts(graph, layer0, doc_id, doc_order)
-        return layer0 + facts, edges
+        return layer0 + facts, edges, failures
 
     def _resolve_runner(self) -> Optional["LLMRunner"]:
         """The runner used for layer 1, or None for the LLM-free (events) path."""
@@ -268,8 +293,12 @@ class ChronoLayerBuilder(PromptMixin):
         layer0: list[GraphNode],
         doc_id: str,
         doc_order: int,
+        failures: list[BuildFailure],
     ) -> tuple[list[GraphNode], list[GraphEdge]]:
-        """Summarise each group, extract its relation descriptions; index them in story order."""
+        """Summarise each group, extract its relation descriptions; index them in story order.
+
+        A failed group is appended to ``failures`` and contributes no facts.
+        """
         groups = [
             layer0[i : i + self.group_size] for i in range(0, len(layer0), self.group_size)
         ]
@@ -284,7 +313,7 @@ class ChronoLayerBuilder(PromptMixin):
             if isinstance(answer, BaseException):
                 if not isinstance(answer, Exception):
                     raise answer
-                self._record_failure(group, f"{type(answer).__name__}: {answer}")
+                failures.append(self._record_failure(group, f"{type(answer).__name__}: {answer}"))
                 continue
             for k, relation in enumerate(answer):
                 fact = GraphNode(
@@ -325,11 +354,17 @@ class ChronoLayerBuilder(PromptMixin):
         return relations
 
     @staticmethod
-    def _record_failure(group: list[GraphNode], reason: str) -> None:
+    def _record_failure(group: list[GraphNode], reason: str) -> BuildFailure:
         """A failed group keeps its layer-0 chunks (marked, logged) and contributes no facts."""
         logger.warning("chrono layer 1: group at %s produced no facts (%s)", group[0].pos, reason)
         for chunk in group:
             chunk.attrs["chrono_error"] = reason
+        first, last = _span(group[0])[0], _span(group[-1])[1]
+        return {
+            "chunk_id": group[0].id,
+            "reason": f"chrono layer 1: group {group[0].attrs['group']} "
+            f"(characters {first}-{last}) produced no facts: {reason}",
+        }
 
     # -- layer 1 without an LLM -----------------------------------------------------------------
     def _event_facts(

@@ -23,6 +23,7 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
+from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.extract.chrono import TOKEN_EPSILON, TokenCounter, approx_token_count
 from llama_index_e2rag.graph.base import GraphStore
@@ -41,8 +42,8 @@ _STOP = frozenset(
     "do does not no but so then there had has have into out up down".split()
 )
 #: Metadata users and tools need but an embedding or an LLM should not see.
-_HIDDEN_KEYS = ("layer", "doc_id", "narrative_index", "chrono_index", "key", "fact_ids",
-                "child_ids", "parent_id", "truncated")
+_HIDDEN_KEYS = (POS_KEY, "layer", "doc_id", "narrative_index", "chrono_index", "key",
+                "fact_ids", "child_ids", "parent_id", "truncated")
 
 
 class ChronoLayerMissingError(E2RAGError, ValueError):
@@ -78,8 +79,10 @@ class ChronoRetriever(BaseRetriever):
     each key's value is its window of ±``window`` neighbouring facts; after it come up to
     ``children_per_fact`` of its layer-0 chunks, those sharing most words with the query and the
     key. Facts already shown by a better-ranked passage are not repeated. ``order="story"``
-    re-sorts the selected passages by narrative position; ``token_budget`` (counted with
-    ``token_counter`` on passage texts) is filled in relevance order, the overflowing passage cut.
+    re-sorts the selected passages by narrative position, and the query engine shows them to the
+    LLM in the same order (``context_order``); ``token_budget`` (counted with ``token_counter`` on
+    passage texts) is filled in relevance order, the overflowing passage cut. Every passage carries
+    ``pos`` (``[doc_order, char_offset, ordinal]``) and a readable ``position``.
     """
 
     def __init__(
@@ -118,6 +121,11 @@ class ChronoRetriever(BaseRetriever):
         self.children_per_fact = children_per_fact
         self.token_counter: TokenCounter = token_counter or approx_token_count
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @property
+    def context_order(self) -> ContextOrder:
+        """How the query engine presents the passages: as ranked (the paper) or in story order."""
+        return "retrieval" if self.order == "relevance" else "story"
 
     # -- the two entry points -------------------------------------------------------------------
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -274,7 +282,8 @@ def _value_passage(
         metadata={
             "layer": 1,
             "doc_id": key.doc_id,
-            "position": list(first.pos),
+            POS_KEY: list(first.pos),
+            POSITION_KEY: format_position(first.pos),
             "narrative_index": key.attrs.get("narrative_index"),
             "key": key.text,
             "fact_ids": [f.id for f in facts],
@@ -299,7 +308,8 @@ def _chunk_passage(chunk: GraphNode, key: GraphNode, score: float) -> _Passage:
         metadata={
             "layer": 0,
             "doc_id": chunk.doc_id,
-            "position": list(chunk.pos),
+            POS_KEY: list(chunk.pos),
+            POSITION_KEY: format_position(chunk.pos),
             "chrono_index": chunk.attrs.get("chrono_index"),
             "parent_id": key.id,
         },

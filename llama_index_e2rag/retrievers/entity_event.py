@@ -15,6 +15,10 @@
    those ids in ``e2rag_chunk``.
 6. Context: passages in story order plus the subgraph of ``V_q+`` inside them
    (``retrieve_with_context``; the query engine rebuilds it from each node's ``graph_nodes``).
+   Each returned chunk also carries an LLM-visible ``evidence`` text (its part of ``V_q+`` and
+   the edges touching it), for engines that only show chunk text and metadata.
+
+Steps 3-4 (mention re-ranking, one hop) are the framework-free functions of ``ranking``.
 
 ``z_q`` embeds the retrieval text: the query, or with HyDE what Alg. 3 calls the "hypothetical
 response transformed text" (``[q; h]`` for the comb. variants, ``h`` for the hyp. variants). The
@@ -39,10 +43,16 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
-from llama_index_e2rag.context import EVIDENCE_KEY, ContextBundle, bundle_from_retrieved
+from llama_index_e2rag.context import (
+    EVIDENCE_KEY,
+    ContextBundle,
+    bundle_from_retrieved,
+    render_evidence,
+)
 from llama_index_e2rag.errors import LLMOutputError, MissingModelError
+from llama_index_e2rag.ranking import mention_events, one_hop, rerank_mentions
 from llama_index_e2rag.retrievers.vector import chunk_result
-from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, normalize_text
+from llama_index_e2rag.schema import GraphNode, NodeKind
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +194,7 @@ class EntityEventRetriever(BaseRetriever):
             events.offer(hits)
         seeds = await self._rerank_mentions(mentions.scores, z_q, aio)
         seeds.update(events.scores)
-        expanded = _one_hop(graph, seeds)
+        expanded = one_hop(graph, seeds)
         chunk_ids = {n.chunk_id for n in expanded if n.chunk_id}
         chunk_sims = await self._similarities(NodeKind.CHUNK, z_q, chunk_ids, aio)
         positions = {n.id: n.pos for n in graph.get_nodes(chunk_sims)}
@@ -255,33 +265,12 @@ class EntityEventRetriever(BaseRetriever):
     ) -> dict[str, float]:
         """Re-rank mentions of the same entity by their events; keep the best ``seed_top_k``."""
         graph = self._index.graph_store
-        mentions = graph.get_nodes(scores)
-        groups: dict[str, list[GraphNode]] = {}
-        for mention in mentions:
-            groups.setdefault(normalize_text(mention.name or mention.text), []).append(mention)
-        contested = [m for group in groups.values() if len(group) > 1 for m in group]
-        linked = {
-            m.id: [
-                e.id
-                for e in graph.neighbors(m.id, [EdgeKind.PARTICIPATES])
-                if e.kind == NodeKind.EVENT
-            ]
-            for m in contested
-        }
+        linked = mention_events(graph, scores)
         event_ids = {e for ids in linked.values() for e in ids}
         event_sims = await self._similarities(NodeKind.EVENT, z_q, event_ids, aio)
-        rescored = dict(scores)
-        for mention_id, event_list in linked.items():
-            sims = [event_sims[e] for e in event_list if e in event_sims]
-            if sims:
-                rescored[mention_id] = (1.0 - self.event_weight) * scores[
-                    mention_id
-                ] + self.event_weight * max(sims)
-        position = {m.id: m.pos for m in mentions}
-        kept = sorted(
-            (m for m in rescored if m in position), key=lambda m: (-rescored[m], position[m])
+        return rerank_mentions(
+            graph, scores, linked, event_sims, self.event_weight, self.seed_top_k
         )
-        return {m: rescored[m] for m in kept[: self.seed_top_k]}
 
     # -- I/O helpers (each has a blocking and an async form) ----------------------------------
     @staticmethod
@@ -344,29 +333,37 @@ class EntityEventRetriever(BaseRetriever):
         expanded: list[GraphNode],
         seeds: dict[str, float],
     ) -> list[NodeWithScore]:
+        """Chunks with the evidence that led there: ids (hidden) and a compact text (LLM-visible).
+
+        The text lists the chunk's nodes of ``V_q+`` with their descriptions and the subgraph
+        edges among ``V_q+`` touching them, so llama-index's own engines show it to the LLM.
+        """
+        graph = self._index.graph_store
         by_chunk: dict[str, list[GraphNode]] = {}
         for node in expanded:
             by_chunk.setdefault(node.chunk_id or "", []).append(node)
+        expanded_by_id = {n.id: n for n in expanded}
+        edges = graph.subgraph_edges(list(expanded_by_id))
         results = []
         for chunk in self._index.get_chunks(ranked):
-            graph_chunk = self._index.graph_store.get_node(chunk.node_id)
             evidence = by_chunk.get(chunk.node_id, [])
+            here = {n.id for n in evidence}
+            touching = [e for e in edges if e.source in here or e.target in here]
+            shown = here | {e.source for e in touching} | {e.target for e in touching}
             extra = {
                 EVIDENCE_KEY: [n.id for n in evidence],
                 "seed_scores": {n.id: seeds[n.id] for n in evidence if n.id in seeds},
                 "retriever": "entity_event",
             }
-            results.append(chunk_result(chunk, graph_chunk, sims[chunk.node_id], extra))
+            text = render_evidence(
+                chunk.node_id, [expanded_by_id[i] for i in shown if i in expanded_by_id], touching
+            )
+            results.append(
+                chunk_result(
+                    chunk, graph.get_node(chunk.node_id), sims[chunk.node_id], extra, text
+                )
+            )
         return results
-
-
-def _one_hop(graph: Any, seeds: dict[str, float]) -> list[GraphNode]:
-    """``V_q+``: the seeds plus their neighbours over bipartite ``participates`` edges."""
-    found: dict[str, GraphNode] = {n.id: n for n in graph.get_nodes(seeds)}
-    for seed_id in list(found):
-        for neighbour in graph.neighbors(seed_id, [EdgeKind.PARTICIPATES]):
-            found.setdefault(neighbour.id, neighbour)
-    return sorted(found.values(), key=lambda n: (n.pos, n.id))
 
 
 def _hits(result: VectorStoreQueryResult) -> dict[str, float]:

@@ -6,23 +6,34 @@ metadata as the graph retrievers so the same context assembly and answer step ap
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
-from llama_index_e2rag.context import EVIDENCE_KEY
+from llama_index_e2rag.context import (
+    EVIDENCE_KEY,
+    EVIDENCE_TEXT_KEY,
+    POS_KEY,
+    POSITION_KEY,
+    ContextOrder,
+    format_position,
+)
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
 from llama_index_e2rag.schema import GraphNode, NodeKind
 
 #: Retrieval bookkeeping on returned chunks, kept out of embedding and LLM views.
-BOOKKEEPING_KEYS = ("pos", "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "seed_scores")
+BOOKKEEPING_KEYS = (POS_KEY, "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "seed_scores")
 
 
 class VectorChunkRetriever(BaseRetriever):
-    """Top-k chunks by embedding similarity; ``order="story"`` returns them in narrative order."""
+    """Top-k chunks by embedding similarity; ``order="story"`` returns them in narrative order.
+
+    ``order`` is also the order the answer LLM reads them in (``context_order``): by relevance,
+    like the vanilla RAG baseline of the papers, or in story order.
+    """
 
     def __init__(
         self,
@@ -40,6 +51,11 @@ class VectorChunkRetriever(BaseRetriever):
         self._index = index
         self.similarity_top_k = similarity_top_k
         self.order = order
+
+    @property
+    def context_order(self) -> ContextOrder:
+        """How the query engine presents the results: as ranked, or in story order."""
+        return "retrieval" if self.order == "relevance" else "story"
 
     def _query(self, vector: list[float]) -> VectorStoreQuery:
         return VectorStoreQuery(query_embedding=vector, similarity_top_k=self.similarity_top_k)
@@ -71,29 +87,45 @@ class VectorChunkRetriever(BaseRetriever):
 
 
 def chunk_result(
-    chunk: TextNode, graph_chunk: GraphNode, score: float, extra: dict[str, Any]
+    chunk: TextNode,
+    graph_chunk: GraphNode,
+    score: float,
+    extra: dict[str, Any],
+    evidence: Optional[str] = None,
 ) -> NodeWithScore:
     """A retrieved chunk as a fresh TextNode: user metadata, readable position, bookkeeping.
 
-    The position is shown to the LLM ("document 0, character 1234") because a plain
-    ``RetrieverQueryEngine`` only sees metadata; the bookkeeping keys are hidden from it.
+    The position ("document 0, character 1234") and the ``evidence`` text are shown to the LLM
+    because a plain ``RetrieverQueryEngine`` only sees text and metadata; the bookkeeping keys
+    are hidden from it, and the evidence is kept out of the embedding view.
     """
     metadata = {k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS}
     metadata.update(
-        position=f"document {graph_chunk.pos[0]}, character {graph_chunk.pos[1]}",
-        pos=list(graph_chunk.pos),
-        doc_id=graph_chunk.doc_id,
-        chunk_id=chunk.node_id,
+        {
+            POSITION_KEY: format_position(graph_chunk.pos),
+            POS_KEY: list(graph_chunk.pos),
+            "doc_id": graph_chunk.doc_id,
+            "chunk_id": chunk.node_id,
+        },
         **extra,
     )
+    if evidence:
+        metadata[EVIDENCE_TEXT_KEY] = evidence
     node = TextNode(
         id_=chunk.node_id,
         text=chunk.get_content(),
         metadata=metadata,
-        excluded_embed_metadata_keys=list(BOOKKEEPING_KEYS),
-        excluded_llm_metadata_keys=list(BOOKKEEPING_KEYS),
+        excluded_embed_metadata_keys=_merge(
+            chunk.excluded_embed_metadata_keys, [*BOOKKEEPING_KEYS, EVIDENCE_TEXT_KEY]
+        ),
+        excluded_llm_metadata_keys=_merge(chunk.excluded_llm_metadata_keys, BOOKKEEPING_KEYS),
         start_char_idx=chunk.start_char_idx,
         end_char_idx=chunk.end_char_idx,
         relationships=dict(chunk.relationships),
     )
     return NodeWithScore(node=node, score=score)
+
+
+def _merge(own: list[str], ours: Sequence[str]) -> list[str]:
+    """The chunk's own exclusions (e.g. a file path) plus ours, without internal keys."""
+    return [k for k in dict.fromkeys([*own, *ours]) if k not in INTERNAL_METADATA_KEYS]

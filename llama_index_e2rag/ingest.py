@@ -1,0 +1,350 @@
+"""The write path of ``E2RAGIndex``: validate, chunk, stage, embed, commit, remove.
+
+A build runs in two phases so that a failure never leaves a half-written index: everything of a
+document is first computed in a staging graph (``stage_document``) and embedded
+(``embed_staged``); only then is it committed (``commit_document``) to the index's graph, vector
+namespaces and docstore. ``DocOrders`` and ``WriteLock`` make concurrent inserts (coroutines of one
+loop, or threads each running their own loop) safe: distinct story orders, one commit at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Sequence
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import (
+    Document,
+    MetadataMode,
+    NodeRelationship,
+    RelatedNodeInfo,
+    TextNode,
+)
+
+from llama_index_e2rag.builders import DocumentBuilder, split_result
+from llama_index_e2rag.errors import BadDocumentError
+from llama_index_e2rag.extract.base import (
+    DOC_ORDER_KEY,
+    chunk_graph_node,
+    hide_internal_keys,
+    pop_graph,
+)
+from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
+from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, make_id
+
+if TYPE_CHECKING:
+    from llama_index_e2rag.index import E2RAGIndex
+    from llama_index_e2rag.llm import LLMRunner
+
+logger = logging.getLogger(__name__)
+
+NAMESPACE_PREFIX = "e2rag_"
+#: Node kinds that get a vector store namespace and are embedded when built.
+EMBEDDED_KINDS = (
+    NodeKind.CHUNK,
+    NodeKind.SENTENCE,
+    NodeKind.MENTION,
+    NodeKind.EVENT,
+    NodeKind.FACT,
+    NodeKind.ENTITY,
+)
+#: LightRAG's defaults, which the E²RAG paper keeps (appendix C); the overlap keeps their ratio.
+DEFAULT_CHUNK_SIZE = 1200
+DEFAULT_CHUNK_OVERLAP = DEFAULT_CHUNK_SIZE // 12
+#: Share of non-text characters above which a document is refused as binary/undecodable.
+_MAX_NON_TEXT_SHARE = 0.05
+#: How long a waiting commit yields to its event loop between tries of the write lock.
+_LOCK_POLL_SECONDS = 0.005
+
+
+def namespace(kind: NodeKind | str) -> str:
+    """Vector store namespace of a node kind (never contains llama-index's ``__`` separator)."""
+    return NAMESPACE_PREFIX + (kind.value if isinstance(kind, NodeKind) else str(kind))
+
+
+def default_chunk_size(embed_model: BaseEmbedding) -> int:
+    """``DEFAULT_CHUNK_SIZE``, capped at the embedding's input limit when it declares one.
+
+    An embedding truncates longer inputs (the offline MiniLM at 256 word pieces), so a larger
+    chunk would be retrieved by the vector of its first part only.
+    """
+    limit = getattr(embed_model, "max_length", None)
+    if isinstance(limit, int) and limit > 0:
+        return min(DEFAULT_CHUNK_SIZE, limit)
+    return DEFAULT_CHUNK_SIZE
+
+
+def default_chunk_overlap(chunk_size: int) -> int:
+    """LightRAG's overlap ratio (100 tokens per 1,200)."""
+    return chunk_size // 12
+
+
+def validate_document(doc: Document) -> None:
+    """Refuse empty, binary or undecodable text before anything is written."""
+    text = doc.text or ""
+    if not text.strip():
+        raise BadDocumentError(f"document {doc.id_!r} is empty: there is no text to index")
+    if "\x00" in text:
+        raise BadDocumentError(
+            f"document {doc.id_!r} contains NUL bytes, so it looks binary; "
+            "convert it to plain text first (e.g. extract the text of a PDF)"
+        )
+    sample = text[:50_000]
+    non_text = sum(
+        1 for ch in sample if ch == "\ufffd" or (not ch.isprintable() and ch not in "\n\r\t\f\v")
+    )
+    if non_text / len(sample) > _MAX_NON_TEXT_SHARE:
+        raise BadDocumentError(
+            f"document {doc.id_!r} is not readable text ({non_text / len(sample):.0%} of its "
+            "characters are control or undecodable characters); check its encoding"
+        )
+
+
+def chunk_document(splitter: SentenceSplitter, doc: Document, doc_order: int) -> list[TextNode]:
+    """SentenceSplitter chunks with deterministic ids and absolute char offsets."""
+    chunks = [n for n in splitter.get_nodes_from_documents([doc]) if n.get_content()]
+    renamed: dict[str, str] = {}
+    cursor = 0
+    for chunk in chunks:
+        text = chunk.get_content(metadata_mode=MetadataMode.NONE)
+        start = chunk.start_char_idx
+        if start is None:
+            found = doc.text.find(text, cursor)
+            start = found if found >= 0 else cursor
+        chunk.start_char_idx, chunk.end_char_idx = start, start + len(text)
+        cursor = start + 1
+        new_id = make_id(doc.id_, NodeKind.CHUNK, (start,), text)
+        renamed[chunk.node_id] = new_id
+        chunk.id_ = new_id
+        chunk.metadata[DOC_ORDER_KEY] = doc_order
+        hide_internal_keys(chunk)
+    for chunk in chunks:
+        for rel in (NodeRelationship.PREVIOUS, NodeRelationship.NEXT):
+            info = chunk.relationships.get(rel)
+            if isinstance(info, RelatedNodeInfo) and info.node_id in renamed:
+                info.node_id = renamed[info.node_id]
+    return chunks
+
+
+# -- concurrency --------------------------------------------------------------------------------
+class DocOrders:
+    """Story order of documents, handed out atomically so concurrent inserts never share one.
+
+    An order is reserved before extraction starts and recorded when the document commits; a
+    failed insert releases its reservation. Orders only have to increase with insertion, not be
+    contiguous, so an order released after a later one was handed out leaves a harmless gap.
+    ``committed`` returns the index struct's live ``doc_id -> order`` dict; every write to it goes
+    through this object, under its lock.
+    """
+
+    def __init__(self, committed: Callable[[], dict[str, int]]) -> None:
+        self._committed = committed
+        self._lock = threading.Lock()
+        self._reserved: dict[str, tuple[int, int]] = {}  # doc_id -> (order, holders)
+
+    def reserve(self, doc_ids: Sequence[str]) -> dict[str, int]:
+        """Orders for ``doc_ids``: a known document keeps its place, new ones go to the end."""
+        with self._lock:
+            known = self._committed()
+            taken = [*known.values(), *(order for order, _ in self._reserved.values())]
+            next_order = max(taken, default=-1) + 1
+            orders: dict[str, int] = {}
+            for doc_id in doc_ids:
+                if doc_id in orders:
+                    continue
+                if doc_id in known:
+                    order = known[doc_id]
+                elif doc_id in self._reserved:
+                    order = self._reserved[doc_id][0]
+                else:
+                    order, next_order = next_order, next_order + 1
+                holders = self._reserved.get(doc_id, (order, 0))[1]
+                self._reserved[doc_id] = (order, holders + 1)
+                orders[doc_id] = order
+            return orders
+
+    def release(self, orders: dict[str, int]) -> None:
+        """End the reservations of one insert (after its commit, or after it failed)."""
+        with self._lock:
+            for doc_id in orders:
+                order, holders = self._reserved.get(doc_id, (0, 1))
+                if holders > 1:
+                    self._reserved[doc_id] = (order, holders - 1)
+                else:
+                    self._reserved.pop(doc_id, None)
+
+    def record(self, doc_id: str, order: int) -> None:
+        with self._lock:
+            self._committed()[doc_id] = order
+
+    def forget(self, doc_id: str) -> None:
+        with self._lock:
+            self._committed().pop(doc_id, None)
+
+
+class WriteLock:
+    """Serialises commits across threads (sync ``insert``) and coroutines (``ainsert``).
+
+    A ``threading.Lock`` cannot be awaited and an ``asyncio.Lock`` belongs to one event loop,
+    while every sync call runs its own loop. So a coroutine tries the thread lock without blocking
+    and yields to its loop between tries; holding it across awaits then never blocks a loop.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        while not self._lock.acquire(blocking=False):
+            await asyncio.sleep(_LOCK_POLL_SECONDS)
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+
+# -- phase 1: in memory -------------------------------------------------------------------------
+@dataclass
+class StagedDoc:
+    """One document computed in memory, ready to commit."""
+
+    document: Optional[Document]
+    doc_id: str
+    order: int
+    chunks: list[TextNode]
+    graph: NetworkXGraphStore
+    failures: list[dict[str, str]]
+
+
+async def stage_document(
+    document: Optional[Document],
+    doc_id: str,
+    order: int,
+    chunks: list[TextNode],
+    builders: Sequence[DocumentBuilder],
+    llm_runner: Callable[[], Optional["LLMRunner"]],
+) -> StagedDoc:
+    """Collect one document's graph in a staging store: chunks, fragments, story edges, layers.
+
+    ``llm_runner`` is called only when a builder wants the index's runner, so building without
+    LLM-using builders never resolves an LLM.
+    """
+    from llama_index_e2rag.extract.linking import story_order_edges
+
+    graph = NetworkXGraphStore()
+    graph.upsert_nodes(chunk_graph_node(c) for c in chunks)
+    edges: list[GraphEdge] = []
+    failures = []
+    for chunk in chunks:
+        nodes, chunk_edges, reason = pop_graph(chunk)
+        graph.upsert_nodes(nodes)
+        edges.extend(chunk_edges)
+        if reason:
+            failures.append({"doc_id": doc_id, "chunk_id": chunk.node_id, "reason": reason})
+    graph.upsert_edges(edges)
+    graph.upsert_edges(story_order_edges(graph, doc_id))
+    if document is not None:
+        for builder in builders:
+            adopt = getattr(builder, "use_llm_runner", None)
+            if adopt is not None:
+                adopt(llm_runner())
+            new_nodes, new_edges, problems = split_result(
+                await builder.abuild(document, order, chunks, graph)
+            )
+            graph.upsert_nodes(new_nodes)
+            graph.upsert_edges(new_edges)
+            failures.extend(
+                {"doc_id": doc_id, "chunk_id": p.get("chunk_id", ""), "reason": p["reason"]}
+                for p in problems
+            )
+    return StagedDoc(document, doc_id, order, chunks, graph, failures)
+
+
+async def embed_staged(
+    embed_model: BaseEmbedding, graphs: Sequence[GraphStore], show_progress: bool = False
+) -> dict[str, list[float]]:
+    """Embed every embeddable staged node once per distinct text (text -> vector)."""
+    texts = sorted({node.text for graph in graphs for node in graph.nodes() if embeddable(node)})
+    if not texts:
+        return {}
+    vectors = await embed_model.aget_text_embedding_batch(texts, show_progress=show_progress)
+    return dict(zip(texts, vectors, strict=True))
+
+
+def embeddable(node: GraphNode) -> bool:
+    return (
+        node.kind in EMBEDDED_KINDS
+        and node.attrs.get("embed") is not False
+        and bool(node.text.strip())
+    )
+
+
+# -- phase 2: commit (callers hold the index's WriteLock) ---------------------------------------
+async def commit_document(
+    index: "E2RAGIndex", stage: StagedDoc, vectors: dict[str, list[float]]
+) -> None:
+    """Replace the document everywhere: graph, vector namespaces, docstore, failures, order."""
+    await remove_document(index, stage.doc_id, keep_order=True)
+    graph = index.graph_store
+    graph.upsert_nodes(stage.graph.nodes())
+    graph.upsert_edges(stage.graph.edges())
+    by_kind: dict[NodeKind, list[TextNode]] = {}
+    for node in stage.graph.nodes():
+        if embeddable(node):
+            by_kind.setdefault(node.kind, []).append(vector_node(node, vectors[node.text]))
+    for kind, text_nodes in by_kind.items():
+        await index.vector_store(kind).async_add(text_nodes)
+    await index.docstore.async_add_documents(stage.chunks, allow_update=True)
+    if stage.document is not None:
+        await index.docstore.aset_document_hash(stage.doc_id, stage.document.hash)
+    index.index_struct.failures.extend(stage.failures)
+    index.doc_orders.record(stage.doc_id, stage.order)
+
+
+async def remove_document(
+    index: "E2RAGIndex", doc_id: str, keep_order: bool, docstore: bool = True
+) -> None:
+    """Drop a document's graph nodes, vectors in every namespace, chunks and failures."""
+    index.graph_store.delete_doc(doc_id)
+    for name, store in index.storage_context.vector_stores.items():
+        if name.startswith(NAMESPACE_PREFIX):
+            await store.adelete(doc_id)
+    if docstore and await index.docstore.aget_ref_doc_info(doc_id) is not None:
+        await index.docstore.adelete_ref_doc(doc_id, raise_error=False)
+    struct = index.index_struct
+    struct.failures = [f for f in struct.failures if f["doc_id"] != doc_id]
+    if not keep_order:
+        index.doc_orders.forget(doc_id)
+
+
+def vector_node(node: GraphNode, embedding: list[float]) -> TextNode:
+    """The vector store record of a graph node: same id, source document, flat metadata."""
+    return TextNode(
+        id_=node.id,
+        text=node.text,
+        embedding=embedding,
+        metadata={
+            "kind": node.kind.value,
+            "doc_id": node.doc_id,
+            "chunk_id": node.chunk_id or "",
+            "doc_order": node.pos[0],
+            "char_offset": node.pos[1],
+            "ordinal": node.pos[2],
+        },
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=node.doc_id)},
+    )
+
+
+def add_stats(totals: dict[str, Any], after: dict[str, Any], before: dict[str, Any]) -> None:
+    """Add LLM spending since ``before`` (``after - before``) to the running totals."""
+    for key, value in after.items():
+        if isinstance(value, dict):
+            add_stats(totals.setdefault(key, {}), value, before.get(key, {}))
+        elif isinstance(value, (int, float)):
+            totals[key] = totals.get(key, 0) + value - before.get(key, 0)
