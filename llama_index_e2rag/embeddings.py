@@ -100,8 +100,9 @@ def _load_runtime(model_path: str, tokenizer_path: str, threads: int) -> _Runtim
 class MiniLMEmbedding(BaseEmbedding):
     """all-MiniLM-L6-v2 (int8 ONNX) with mean pooling and L2 normalisation, fully offline.
 
-    Texts are tokenised, sorted by length and run in batches of ``run_batch_size`` so short texts
-    are not padded to the length of long ones; results come back in input order. Texts longer than
+    Texts are tokenised, sorted by length and run in batches of at most ``run_batch_size`` texts
+    and ``run_batch_tokens`` padded pieces, so short texts are not padded to the length of long
+    ones and long ones do not blow up memory; results come back in input order. Texts longer than
     ``max_length`` word pieces are truncated (256, the ``max_seq_length``
     sentence-transformers uses for this model).
     """
@@ -113,7 +114,13 @@ class MiniLMEmbedding(BaseEmbedding):
         le=2048,
         description="Texts per call into the model; they are length-sorted within a call.",
     )
-    run_batch_size: int = Field(default=64, gt=0, description="Texts per onnxruntime run.")
+    run_batch_size: int = Field(default=64, gt=0, description="Most texts per onnxruntime run.")
+    run_batch_tokens: int = Field(
+        default=4096,
+        gt=0,
+        description="Most padded word pieces per run: bounds memory, since attention buffers grow "
+        "with batch size times length squared (64 texts of 256 pieces peaked near 1.7 GB).",
+    )
     max_length: int = Field(default=256, gt=2, le=512, description="Word pieces per text.")
     num_threads: Optional[int] = Field(
         default=None, description="onnxruntime intra-op threads (default: available cores)."
@@ -149,10 +156,26 @@ class MiniLMEmbedding(BaseEmbedding):
             encodings = runtime.tokenizer.encode_batch(list(texts))
             ids = [self._truncate(e.ids) for e in encodings]
             order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-            for start in range(0, len(order), self.run_batch_size):
-                block = order[start : start + self.run_batch_size]
+            for block in self._blocks(order, ids):
                 out[block] = self._run(runtime.session, [ids[i] for i in block])
         return out
+
+    def _blocks(self, order: List[int], ids: List[List[int]]) -> List[List[int]]:
+        """Split length-sorted texts into runs of at most ``run_batch_size`` texts and
+        ``run_batch_tokens`` padded pieces (the longest text of a run sets its width)."""
+        blocks: List[List[int]] = []
+        block: List[int] = []
+        for i in order:
+            width = len(ids[i])  # sorted ascending: the newest text is the widest
+            if block and (
+                len(block) >= self.run_batch_size or (len(block) + 1) * width > self.run_batch_tokens
+            ):
+                blocks.append(block)
+                block = []
+            block.append(i)
+        if block:
+            blocks.append(block)
+        return blocks
 
     def _truncate(self, ids: List[int]) -> List[int]:
         """Cut to ``max_length`` pieces, keeping the closing [SEP] the model expects."""

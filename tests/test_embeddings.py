@@ -145,3 +145,19 @@ def test_resolve_defaults_to_offline_minilm(monkeypatch):
 def test_resolve_rejects_non_embeddings():
     with pytest.raises(TypeError):
         resolve_embed_model("local")  # type: ignore[arg-type]
+
+
+def test_runs_are_bounded_by_padded_word_pieces(minilm):
+    """Long texts go in small runs (memory), short ones in large runs (speed); vectors unchanged."""
+    capped = minilm.model_copy(update={"run_batch_tokens": 64, "run_batch_size": 8})
+    texts = ["short one", "a bit longer text here", "word " * 40, "word " * 30, "tiny"]
+    runtime = capped._runtime()
+    ids = [capped._truncate(e.ids) for e in runtime.tokenizer.encode_batch(texts)]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    blocks = capped._blocks(order, ids)
+    assert sorted(i for block in blocks for i in block) == list(range(len(texts)))
+    for block in blocks:
+        width = max(len(ids[i]) for i in block)
+        assert len(block) == 1 or len(block) * width <= 64
+        assert len(block) <= 8
+    assert np.allclose(capped.embed(texts), minilm.embed(texts), atol=1e-5)
