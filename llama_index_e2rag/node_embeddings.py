@@ -9,14 +9,15 @@ meaningful whatever the scale of the inputs.
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
-from typing import Any, Hashable, Literal, Sequence
+from typing import Any, Hashable, Literal, Optional, Sequence
 
 import numpy as np
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind
+from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, normalize_text
 
 EmbeddingVariant = Literal["basic", "neighbor", "attention"]
 EMBEDDING_VARIANTS: tuple[str, ...] = ("basic", "neighbor", "attention")
@@ -153,11 +154,23 @@ class NodeEmbeddingCache:
         text_vectors: np.ndarray,
         sources: np.ndarray,
         targets: np.ndarray,
+        units: np.ndarray,
+        text_groups: np.ndarray,
+        text_lengths: np.ndarray,
     ) -> None:
         self.state = state
         self.node_ids = node_ids
         self.text_ids = text_ids
         self.text_vectors = l2_normalize(text_vectors)
+        #: Evidence unit of each node (``evidence_units``): copies share one.
+        self.units = units
+        #: Text group of each text row (``text_groups``): the row of the whole sentence its
+        #: copies from overlapping chunks share.
+        self.text_groups = text_groups
+        #: Span length of each text row (a whole sentence beats its cut-off copy).
+        self.text_lengths = text_lengths
+        #: Distinct text groups each unit is grounded in, over all its copies.
+        self.unit_groundings = _unit_groundings(units, indptr, indices, text_groups)
         self._names = names
         self._indptr = indptr
         self._indices = indices
@@ -171,6 +184,14 @@ class NodeEmbeddingCache:
     @property
     def size(self) -> int:
         return len(self.node_ids)
+
+    def specificity(self, node: int) -> float:
+        """``1 + ln(sentences the node's unit is grounded in)``, the divisor of its evidence.
+
+        Counted over the unit (all copies of an entity or event) and over distinct sentences, so
+        a main character is weak evidence for any one sentence however the text was chunked.
+        """
+        return 1.0 + math.log(max(int(self.unit_groundings[self.units[node]]), 1))
 
     def groundings(self, node: int) -> np.ndarray:
         """Rows of ``text_ids`` that graph node ``node`` is grounded in."""
@@ -255,7 +276,8 @@ def build_cache(index: Any, state: Hashable) -> NodeEmbeddingCache:
                 targets += [b, a]
     pairs = sorted(set(zip(sources, targets)))
 
-    vectors = stored_vectors(index, candidates + [text_nodes[t] for t in text_ids])
+    texts = [text_nodes[t] for t in text_ids]
+    vectors = stored_vectors(index, candidates + texts)
     names = vectors[: len(candidates)]
     return NodeEmbeddingCache(
         state=state,
@@ -267,7 +289,100 @@ def build_cache(index: Any, state: Hashable) -> NodeEmbeddingCache:
         text_vectors=vectors[len(candidates) :],
         sources=np.array([p[0] for p in pairs], dtype=np.int64),
         targets=np.array([p[1] for p in pairs], dtype=np.int64),
+        units=evidence_units(graph, candidates),
+        text_groups=text_groups(texts),
+        text_lengths=np.array([_span_length(n) for n in texts], dtype=np.int64),
     )
+
+
+def evidence_units(graph: Any, nodes: Sequence[GraphNode]) -> np.ndarray:
+    """One unit index per node: the copies of one entity or event share a unit.
+
+    Mentions are per chunk, so a character named in seven chunks is seven mention nodes; they are
+    one entity on its timeline (the ``next`` edges between mentions, which the index draws
+    between mentions of the same name key). Chunks overlap, so an event told in the overlap is
+    extracted twice, at the same span. Counting the copies as one keeps a node's specificity
+    (how many sentences its entity is grounded in) and RetCount from depending on the chunking.
+    """
+    position = {n.id: i for i, n in enumerate(nodes)}
+    parent = list(range(len(nodes)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def join(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    for edge in graph.edges(kind=EdgeKind.NEXT):
+        a, b = position.get(edge.source), position.get(edge.target)
+        if (
+            a is not None
+            and b is not None
+            and nodes[a].kind == NodeKind.MENTION
+            and nodes[b].kind == NodeKind.MENTION
+        ):
+            join(a, b)
+    first_by_span: dict[tuple[Any, ...], int] = {}
+    for i, node in enumerate(nodes):
+        if node.kind == NodeKind.EVENT and node.span:
+            key = (node.doc_id, tuple(node.span), normalize_text(node.text))
+            join(first_by_span.setdefault(key, i), i)
+    roots = [find(i) for i in range(len(nodes))]
+    numbering = {root: n for n, root in enumerate(dict.fromkeys(roots))}
+    return np.array([numbering[r] for r in roots], dtype=np.int64)
+
+
+def text_groups(texts: Sequence[GraphNode]) -> np.ndarray:
+    """Per grounded text, the row of its group's whole sentence (the group's id).
+
+    Both chunks of an overlap parse the shared sentences, so a sentence can be several nodes with
+    the same span; a chunk that starts or ends inside a sentence yields a cut-off copy whose span
+    lies inside the whole sentence's. Sentences of one chunk never nest, so containment among a
+    document's texts of one kind is exactly the overlap copies. Texts without a span are groups
+    of their own.
+    """
+    groups = np.arange(len(texts), dtype=np.int64)
+    spanned = sorted(
+        (i for i, n in enumerate(texts) if n.span),
+        key=lambda i: (
+            texts[i].doc_id, texts[i].kind.value, texts[i].span[0], -texts[i].span[1], texts[i].id
+        ),
+    )
+    current: Optional[int] = None
+    for i in spanned:
+        node = texts[i]
+        head = texts[current] if current is not None else None
+        if (
+            head is not None
+            and (head.doc_id, head.kind) == (node.doc_id, node.kind)
+            and head.span[0] <= node.span[0]
+            and node.span[1] <= head.span[1]
+        ):
+            groups[i] = groups[current]
+        else:
+            current = i
+    return groups
+
+
+def _span_length(node: GraphNode) -> int:
+    return node.span[1] - node.span[0] if node.span else len(node.text)
+
+
+def _unit_groundings(
+    units: np.ndarray, indptr: np.ndarray, indices: np.ndarray, groups: np.ndarray
+) -> np.ndarray:
+    """Number of distinct text groups each unit is grounded in."""
+    owners = np.repeat(units, np.diff(indptr))
+    pairs = np.unique(np.stack([owners, groups[indices]]), axis=1) if len(indices) else None
+    counts = np.zeros(int(units.max()) + 1 if len(units) else 0, dtype=np.int64)
+    if pairs is not None:
+        np.add.at(counts, pairs[0], 1)
+    return counts
 
 
 def stored_vectors(index: Any, nodes: Sequence[GraphNode]) -> np.ndarray:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from llama_index_e2rag.demo import QUESTIONS, SAMPLE_PATH, run_demo
+from llama_index_e2rag.demo import QUESTIONS, SAMPLE_PATH, TOP_N, run_demo
 
 REPO = Path(__file__).resolve().parents[1]
 NETWORK_MARKER = "E2RAG-TEST-NETWORK-ATTEMPT"
@@ -51,8 +51,9 @@ def _check_answers(output: str) -> None:
     blocks = _answers(output)
     for question, block in blocks.items():
         evidence = [line for line in block.splitlines() if EVIDENCE_LINE.match(line)]
-        assert evidence, f"no evidence printed for {question!r}:\n{block}"
-    # The story's own answers are among the evidence (the bundled text is fixed, so are these).
+        assert len(evidence) == TOP_N, f"not {TOP_N} evidence lines for {question!r}:\n{block}"
+    # The story's own answers are among the evidence printed (the bundled text is fixed, so are
+    # these).
     assert "He lost one of his shoes among the cabbages" in blocks[QUESTIONS[0]]
     assert "friendly sparrows" in blocks[QUESTIONS[1]]
     assert "camomile tea" in blocks[QUESTIONS[2]]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from llama_index.core import Document
@@ -18,7 +20,7 @@ from llama_index_e2rag.node_embeddings import (
     neighbor_embeddings,
 )
 from llama_index_e2rag.retrievers.grounded import GroundedGraphRetriever
-from llama_index_e2rag.schema import EdgeKind, NodeKind
+from llama_index_e2rag.schema import EdgeKind, NodeKind, normalize_text
 
 SHOES = "Where did Peter lose his shoes?"
 
@@ -26,6 +28,15 @@ SHOES = "Where did Peter lose his shoes?"
 #: *after* Anna opens hers, so only a neighbour-aware embedding links Anna's opening to a crown.
 ANNA = "Anna opened the wooden chest. Inside it lay a golden crown covered in rubies."
 BRUNO = "Bruno opened the chest. Inside it lay a rusty nail."
+
+#: Cut into chunks of 40 tokens overlapping by 15, so neighbouring chunks share a sentence.
+KEYS = (
+    "Anna found a silver key under the old oak. Bruno baked brown bread for the village. "
+    "Clara painted the barn red. Anna opened the iron gate with the silver key. "
+    "Dora sang a sad song by the river. Bruno mended the broken cart. "
+    "Clara fed the hungry goats. Anna gave the silver key to Dora."
+)
+GATE = "Anna opened the iron gate with the silver key."
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +70,33 @@ def chests(minilm, extractor) -> E2RAGIndex:
     return _chests(minilm, extractor)
 
 
+@pytest.fixture(scope="module")
+def overlapping(minilm, extractor) -> E2RAGIndex:
+    return E2RAGIndex.from_documents(
+        [Document(text=KEYS, id_="keys")],
+        embed_model=minilm,
+        extractors=[extractor],
+        chunk_size=40,
+        chunk_overlap=15,
+    )
+
+
+def _grounded_spans(graph, node_id: str) -> list[tuple[int, int]]:
+    return [
+        tuple(graph.get_node(e.target).span)
+        for e in graph.edges_of(node_id, [EdgeKind.GROUNDED_IN], "out")
+    ]
+
+
+def _evidence_key(graph, node_id: str) -> tuple:
+    """What a graph node is evidence of, whichever chunk's copy it is: an event's span, an
+    entity's name."""
+    node = graph.get_node(node_id)
+    if node.kind == NodeKind.EVENT:
+        return ("event", tuple(node.span))
+    return ("mention", normalize_text(node.name))
+
+
 def _texts(results) -> list[str]:
     return [r.node.text for r in results]
 
@@ -69,8 +107,8 @@ def _texts(results) -> list[str]:
 def test_returns_grounded_sentences_with_positions(peter):
     results = peter.as_retriever(mode="grounded").retrieve(SHOES)
     assert isinstance(peter.as_retriever(mode="grounded"), GroundedGraphRetriever)
-    ids = [r.node.node_id for r in results]
-    assert len(ids) == len(set(ids)), "a sentence must never come back twice"
+    spans = [tuple(r.node.metadata["span"]) for r in results]
+    assert len(spans) == len(set(spans)), "a sentence must never come back twice"
     story = sample_document().text
     graph = peter.graph_store
     for r in results:
@@ -78,19 +116,23 @@ def test_returns_grounded_sentences_with_positions(peter):
         meta = r.node.metadata
         assert sentence is not None and sentence.kind == NodeKind.SENTENCE
         assert meta["pos"] == list(sentence.pos) and meta["doc_id"] == "peter_rabbit"
-        assert story[meta["span"][0] : meta["span"][1]] == r.node.text
+        assert meta["position"] == f"document 0, character {sentence.pos[1]}"
+        start, end = meta["span"]
+        assert story[start:end] == r.node.text
         assert meta["chunk_id"] == sentence.chunk_id and meta["file_name"] == "peter_rabbit.txt"
         assert r.node.ref_doc_id == "peter_rabbit"
-        # Every listed graph node is really grounded in this sentence (the paper's grounded_texts).
+        # Every listed graph node is grounded in this sentence or in its copy from an
+        # overlapping chunk (the paper's grounded_texts).
         for node_id in meta["graph_nodes"]:
-            targets = {e.target for e in graph.edges_of(node_id, [EdgeKind.GROUNDED_IN], "out")}
-            assert r.node.node_id in targets
-        assert meta["ret_count"] == len(meta["graph_nodes"])
+            assert any(start <= a and b <= end for a, b in _grounded_spans(graph, node_id))
+        assert 1 <= meta["ret_count"] <= len(meta["graph_nodes"])
         assert meta["query_hits"] >= 1
     scores = [r.score for r in results]
     assert scores == sorted(scores, reverse=True)
-    top = " ".join(_texts(results[:2]))
+    # Both sentences that tell of Peter losing shoes are among the five best of 59.
+    top = " ".join(_texts(results[:5]))
     assert "He lost one of his shoes among the cabbages" in top
+    assert "pair of shoes that Peter had lost" in top
 
 
 def test_bookkeeping_metadata_stays_out_of_llm_view(peter):
@@ -98,6 +140,8 @@ def test_bookkeeping_metadata_stays_out_of_llm_view(peter):
     llm_view = node.get_content(metadata_mode="llm")
     assert "graph_nodes" not in llm_view and "ret_count" not in llm_view
     assert "peter_rabbit.txt" in llm_view  # the source stays visible for citation
+    assert f"position: {node.metadata['position']}" in llm_view  # so is the place in the story
+    assert "pos:" not in llm_view
 
 
 def test_story_order_sorts_by_position_after_choosing_the_best(peter):
@@ -107,6 +151,9 @@ def test_story_order_sorts_by_position_after_choosing_the_best(peter):
     assert positions == sorted(positions)
     assert {r.node.node_id for r in story} == {r.node.node_id for r in relevance}
     assert [r.node.node_id for r in story] != [r.node.node_id for r in relevance]
+    # The query engine shows the context in the order the retriever says it is in.
+    assert peter.as_retriever(mode="grounded", order="story").context_order == "story"
+    assert peter.as_retriever(mode="grounded").context_order == "retrieval"
 
 
 def test_query_without_parsable_nodes_falls_back_to_the_whole_query(peter, extractor):
@@ -148,7 +195,81 @@ def test_ret_count_keeps_sentences_selected_through_several_nodes(peter):
     assert {r.node.node_id for r in filtered} == expected
     assert 0 < len(filtered) < len(everything)
     assert all(len(r.node.metadata["graph_nodes"]) >= 2 for r in filtered)
-    assert any("among the cabbages" in t for t in _texts(filtered))
+    assert any("pair of shoes that Peter had lost" in t for t in _texts(filtered))
+
+
+def _timeline(graph, mention_id: str) -> set[str]:
+    """The mentions linked to one by ``next`` edges between mentions: one entity's timeline."""
+    seen, todo = {mention_id}, [mention_id]
+    while todo:
+        for edge in graph.edges_of(todo.pop(), [EdgeKind.NEXT], "both"):
+            for other in (edge.source, edge.target):
+                if other not in seen and graph.get_node(other).kind == NodeKind.MENTION:
+                    seen.add(other)
+                    todo.append(other)
+    return seen
+
+
+def test_a_character_split_over_chunks_weighs_as_one_entity(peter):
+    """Mentions are per chunk, so Peter is one mention node per 256-token chunk, each grounded
+    in a few sentences. As evidence each weighs like the whole character: all the sentences his
+    timeline's mentions are grounded in (overlap copies of a sentence counted once)."""
+    cache, graph = graph_cache(peter), peter.graph_store
+    rows = [
+        i
+        for i, node_id in enumerate(cache.node_ids)
+        if (node := graph.get_node(node_id)).kind == NodeKind.MENTION and node.name == "Peter"
+    ]
+    assert len({graph.get_node(cache.node_ids[i]).chunk_id for i in rows}) >= 5
+    entity = _timeline(graph, cache.node_ids[rows[0]])
+    assert {cache.node_ids[i] for i in rows} <= entity
+    spans = {span for node_id in entity for span in _grounded_spans(graph, node_id)}
+    whole = {s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)}
+    assert len(whole) > max(len(cache.groundings(i)) for i in rows)
+    for i in rows:
+        assert cache.specificity(i) == pytest.approx(1 + math.log(len(whole)))
+
+
+# -- overlapping chunks --------------------------------------------------------------------------
+
+
+def test_overlap_copies_of_a_sentence_come_back_once_with_their_evidence_pooled(overlapping):
+    graph = overlapping.graph_store
+    gate_copies = [n for n in graph.nodes(kind=NodeKind.SENTENCE) if n.text == GATE]
+    assert len({n.chunk_id for n in gate_copies}) == 2, "the gate sentence is in the overlap"
+    for question in ("Who opened the gate with the silver key?", "What did Anna give Dora?"):
+        results = overlapping.as_retriever(mode="grounded").retrieve(question)
+        spans = [tuple(r.node.metadata["span"]) for r in results]
+        assert len(spans) == len(set(spans))
+        assert _texts(results).count(GATE) == 1
+    results = overlapping.as_retriever(mode="grounded").retrieve(
+        "Who opened the gate with the silver key?"
+    )
+    assert results[0].node.text == GATE
+    meta = results[0].node.metadata
+    # Graph nodes of both chunks led there; each entity or event counts once.
+    sources = {graph.get_node(i).chunk_id for i in meta["graph_nodes"]}
+    assert sources == {n.chunk_id for n in gate_copies}
+    distinct = {_evidence_key(graph, i) for i in meta["graph_nodes"]}
+    assert meta["ret_count"] == len(distinct) < len(meta["graph_nodes"])
+
+
+def test_ret_count_does_not_count_overlap_copies_twice(overlapping):
+    """Asked about Anna and Dora with K=3, the gate sentence is reached only through Anna, whose
+    mention exists once in each of the two chunks sharing the sentence: one piece of evidence,
+    not two."""
+    question = "What did Anna give Dora?"
+    everything = overlapping.as_retriever(mode="grounded", similarity_top_k=3).retrieve(question)
+    gate = next(r for r in everything if r.node.text == GATE).node.metadata
+    assert {_evidence_key(overlapping.graph_store, i) for i in gate["graph_nodes"]} == {
+        ("mention", "anna")
+    }
+    assert len(gate["graph_nodes"]) == 2 and gate["ret_count"] == 1
+    filtered = overlapping.as_retriever(
+        mode="grounded", similarity_top_k=3, ret_count=2
+    ).retrieve(question)
+    assert GATE not in _texts(filtered)
+    assert "Anna gave the silver key to Dora." in _texts(filtered)
 
 
 # -- the paper's node-embedding variants ---------------------------------------------------------

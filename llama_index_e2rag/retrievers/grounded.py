@@ -5,7 +5,9 @@ matched against the cached node-embedding matrix of the index's mention and even
 sentences the top-K nodes are grounded in (``grounded_in`` edges) come back as ``TextNode``s with
 their story positions. Optional filters follow the paper: ``vector_sim`` (VectorSim τ: keep a
 sentence only if its cosine with the query is ≥ τ) and ``ret_count`` (RetCount: keep a sentence
-only if at least n distinct selected graph nodes are grounded in it).
+only if at least n distinct selected graph nodes are grounded in it; the copies of one entity or
+event that overlapping chunks each extracted count once). A sentence in the overlap of two chunks
+is two sentence nodes; it comes back once, with the evidence of both.
 
 Node embeddings are computed once per graph state from the vectors the index already stored, so a
 query embeds only itself and its nodes; the rest is one matrix product.
@@ -14,7 +16,6 @@ query embeds only itself and its nodes; the rest is one matrix product.
 from __future__ import annotations
 
 import asyncio
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Optional
 
@@ -29,6 +30,7 @@ from llama_index.core.schema import (
     TextNode,
 )
 
+from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
 from llama_index_e2rag.node_embeddings import (
     EMBEDDING_VARIANTS,
@@ -45,7 +47,7 @@ Order = Literal["relevance", "story"]
 #: Metadata that describes retrieval, not the text: kept out of embedding and LLM views.
 _BOOKKEEPING_KEYS = (
     "kind",
-    "pos",
+    POS_KEY,
     "doc_id",
     "chunk_id",
     "span",
@@ -62,19 +64,34 @@ class _Hit:
 
     #: Best specificity-weighted similarity per query node (index) reaching this text.
     by_query: dict[int, float] = field(default_factory=dict)
-    #: Best similarity per selected graph node grounded here (RetCount counts these).
+    #: Best similarity per selected graph node grounded here.
     graph_nodes: dict[str, float] = field(default_factory=dict)
+    #: Evidence units (``NodeEmbeddingCache.units``) of those graph nodes: RetCount counts these.
+    units: set[int] = field(default_factory=set)
+
+    def add(self, query: int, weighted: float, node_id: str, similarity: float, unit: int) -> None:
+        self.by_query[query] = max(self.by_query.get(query, -1.0), weighted)
+        self.graph_nodes[node_id] = max(self.graph_nodes.get(node_id, -1.0), similarity)
+        self.units.add(unit)
+
+    def merge(self, other: "_Hit") -> None:
+        """Take in the evidence of a copy of the same sentence (from an overlapping chunk)."""
+        for query, weighted in other.by_query.items():
+            self.by_query[query] = max(self.by_query.get(query, -1.0), weighted)
+        for node_id, similarity in other.graph_nodes.items():
+            self.graph_nodes[node_id] = max(self.graph_nodes.get(node_id, -1.0), similarity)
+        self.units |= other.units
 
     def score(self, query_count: int, text_sim: float) -> float:
         """Rank of a text: half query-graph coverage, half its own similarity to the query.
 
         Coverage is the mean over query nodes of their best match here, each match divided by
-        ``1 + ln(number of texts the graph node is grounded in)``: a main character's mention is
-        grounded in dozens of sentences and is weak evidence for any one of them, while an event
-        grounded in one sentence is strong evidence for it. Texts reached through the same
-        frequent node would tie; their own similarity to the query breaks the tie. (The paper
-        returns the selected texts as an unordered set; this order only matters when a budget or
-        ``max_sentences`` cuts the list.)
+        ``1 + ln(number of sentences the matched entity or event is grounded in)``: a main
+        character is named in dozens of sentences and is weak evidence for any one of them,
+        while an event grounded in one sentence is strong evidence for it. Texts reached through
+        the same frequent entity would tie; their own similarity to the query breaks the tie.
+        (The paper returns the selected texts as an unordered set; this order only matters when a
+        budget or ``max_sentences`` cuts the list.)
         """
         coverage = sum(self.by_query.values()) / query_count
         return 0.5 * coverage + 0.5 * text_sim
@@ -153,6 +170,11 @@ class GroundedGraphRetriever(BaseRetriever):
         self.max_sentences = max_sentences
         self._extractor = extractor
 
+    @property
+    def context_order(self) -> ContextOrder:
+        """How the query engine presents the results: as ranked, or in story order."""
+        return "story" if self.order == "story" else "retrieval"
+
     # -- llama-index entry points -------------------------------------------------------------
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         cache = graph_cache(self._index)
@@ -215,22 +237,20 @@ class GroundedGraphRetriever(BaseRetriever):
         sims = queries @ matrix.T  # (query nodes, graph nodes), all rows unit length
         k = min(self.similarity_top_k, cache.size)
         top = np.argpartition(sims, cache.size - k, axis=1)[:, cache.size - k :]
-        hits: dict[int, _Hit] = {}
+        copies: dict[int, _Hit] = {}
         for qi, row in enumerate(top):
             for gi in row:
                 score = float(sims[qi, gi])
-                grounded = cache.groundings(int(gi))
-                weighted = score / (1.0 + math.log(max(len(grounded), 1)))
-                node_id = cache.node_ids[gi]
-                for ti in grounded:
-                    hit = hits.setdefault(int(ti), _Hit())
-                    hit.by_query[qi] = max(hit.by_query.get(qi, -1.0), weighted)
-                    hit.graph_nodes[node_id] = max(hit.graph_nodes.get(node_id, -1.0), score)
+                weighted = score / cache.specificity(gi)
+                node_id, unit = cache.node_ids[gi], int(cache.units[gi])
+                for ti in cache.groundings(gi):
+                    copies.setdefault(int(ti), _Hit()).add(qi, weighted, node_id, score, unit)
+        hits = _merge_copies(cache, copies)
         text_sims = cache.text_vectors[list(hits)] @ l2_normalize(query_vec) if hits else []
         kept = [
             _Candidate(row, hit, hit.score(len(queries), float(sim)), float(sim))
             for (row, hit), sim in zip(hits.items(), text_sims)
-            if (self.ret_count is None or len(hit.graph_nodes) >= self.ret_count)
+            if (self.ret_count is None or len(hit.units) >= self.ret_count)
             and (self.vector_sim is None or sim >= self.vector_sim)
         ]
         return self._to_nodes(cache, kept)
@@ -240,7 +260,9 @@ class GroundedGraphRetriever(BaseRetriever):
         wanted = [cache.text_ids[c.row] for c in kept]
         texts = {n.id: n for n in self._index.graph_store.get_nodes(wanted)}
         found = [(c, texts[node_id]) for c, node_id in zip(kept, wanted) if node_id in texts]
-        found.sort(key=lambda pair: (-pair[0].score, -len(pair[0].hit.graph_nodes), pair[1].pos))
+        found.sort(
+            key=lambda pair: (-pair[0].score, -len(pair[0].hit.units), pair[1].pos, pair[1].id)
+        )
         if self.max_sentences is not None:
             found = found[: self.max_sentences]
         if self.order == "story":
@@ -271,6 +293,26 @@ class GroundedGraphRetriever(BaseRetriever):
         return known
 
 
+def _merge_copies(cache: NodeEmbeddingCache, copies: dict[int, _Hit]) -> dict[int, _Hit]:
+    """One hit per sentence: copies from overlapping chunks pool their evidence.
+
+    The text returned is the whole sentence (a chunk may start or end inside one, and its cut-off
+    copy is not worth reading); among whole copies, the one with the most evidence of its own.
+    """
+    groups: dict[int, list[int]] = {}
+    for row in copies:
+        groups.setdefault(int(cache.text_groups[row]), []).append(row)
+    merged: dict[int, _Hit] = {}
+    for head, rows in groups.items():
+        whole = [r for r in rows if cache.text_lengths[r] == cache.text_lengths[head]]
+        keep = min(whole, key=lambda r: (-sum(copies[r].by_query.values()), r), default=head)
+        hit = _Hit()
+        for row in rows:
+            hit.merge(copies[row])
+        merged[keep] = hit
+    return merged
+
+
 def _split_vectors(vectors: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
     """(query sentence vector, query node vectors) from one batch."""
     matrix = np.asarray(vectors, dtype=np.float32)
@@ -287,12 +329,13 @@ def _text_node(graph_node: GraphNode, cand: _Candidate, source_meta: dict[str, A
     metadata.update(
         {
             "kind": graph_node.kind.value,
-            "pos": list(graph_node.pos),
+            POSITION_KEY: format_position(graph_node.pos),
+            POS_KEY: list(graph_node.pos),
             "doc_id": graph_node.doc_id,
             "chunk_id": graph_node.chunk_id,
             "span": list(graph_node.span) if graph_node.span else None,
             "graph_nodes": sorted(cand.hit.graph_nodes, key=lambda i: -cand.hit.graph_nodes[i]),
-            "ret_count": len(cand.hit.graph_nodes),
+            "ret_count": len(cand.hit.units),
             "query_hits": len(cand.hit.by_query),
             "query_similarity": round(cand.text_sim, 6),
         }
