@@ -1,0 +1,158 @@
+"""``python -m benchmarks quick|full``: every figure of docs/benchmarks.md from one command.
+
+``quick``: the two shortest LiteraryQA books, the first two FairytaleQA val stories, the first two
+questions of each multi-hop sample, scaling at 5k/20k words, LLM cost on the shortest book.
+``full``: every book, story and multi-hop question, scaling at 10k/100k/1M words, LLM cost on the
+three shortest books; on the 2-core reference machine the offline index builds at roughly 150
+words/s, so ``full`` takes on the order of ten hours. Each book's index is built once, in a clean
+child process that yields both its speed/memory figures and its retrievals. Subsets are chosen by
+size or file order, never by question content.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from benchmarks import llm_cost, report, scaling, speed
+from benchmarks.speed import MeasuredIndex
+from benchmarks.loaders import DEFAULT_DATA_ROOT, load_fairytaleqa, load_literaryqa, load_multihop
+from benchmarks.runner.quality import DatasetSpec, evaluate_multihop, evaluate_narratives
+from benchmarks.systems import EMBED_MODEL_NAME, MODES, build_index, make_embed_model
+
+_REPO = Path(__file__).resolve().parents[1]
+LITERARYQA_BUDGET, LITERARYQA_WINDOW = 1500, 100
+FAIRYTALEQA_BUDGET, FAIRYTALEQA_WINDOW = 200, 50
+MULTIHOP_BUDGET, MULTIHOP_WINDOW = 100, 50
+PARTS = ("quality", "scaling", "llm_cost")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How much of the data a run covers."""
+
+    books: int | None  # shortest N LiteraryQA books (None: all)
+    stories: int | None  # first N FairytaleQA val stories in file order (None: all)
+    multihop: int | None  # first N questions of each multi-hop sample (None: all)
+    scaling_sizes: Sequence[int]
+    cost_books: int  # shortest N books for the LLM-cost count
+    scaling_timeout: float
+
+
+PROFILES = {
+    "quick": Profile(books=2, stories=2, multihop=2, scaling_sizes=(5_000, 20_000),
+                     cost_books=1, scaling_timeout=1800),
+    "full": Profile(books=None, stories=None, multihop=None,
+                    scaling_sizes=(10_000, 100_000, 1_000_000), cost_books=3,
+                    scaling_timeout=12 * 3600),
+}
+
+
+def _in_process_factory(embed: Any) -> Callable[[list[Any], list[str]], Any]:
+    return lambda documents, questions: build_index(documents, embed)
+
+
+def _measuring_factory(rows: list[dict[str, Any]],
+                       budget: int) -> Callable[[list[Any], list[str]], Any]:
+    """Builds each book in a child process and keeps its speed row."""
+
+    def factory(documents: list[Any], questions: list[str]) -> MeasuredIndex:
+        name = documents[0].metadata.get("title", documents[0].id_)
+        try:
+            index = MeasuredIndex([d.text for d in documents], [d.id_ for d in documents],
+                                  MODES, questions, budget)
+        except RuntimeError as exc:
+            rows.append({"name": name, "error": str(exc)})
+            raise
+        rows.append({"name": f"{name} ({documents[0].id_})", **index.measurements})
+        return index
+
+    return factory
+
+
+def run_quality(profile: Profile, data_root: Path) -> dict[str, Any]:
+    """Baselines and every index mode on the profile's slice of each dataset (``quality``).
+
+    Books are built in measuring child processes; their rows are the ``speed`` section.
+    """
+    embed = make_embed_model()
+    factory = _in_process_factory(embed)
+    books = sorted(load_literaryqa(data_root), key=lambda n: n.words)[: profile.books]
+    stories = load_fairytaleqa(data_root, "val")[: profile.stories]
+    speed_rows: list[dict[str, Any]] = []
+    out: dict[str, Any] = {
+        "literaryqa": evaluate_narratives(
+            DatasetSpec("literaryqa", "validation", LITERARYQA_BUDGET, LITERARYQA_WINDOW, MODES),
+            books, embed, _measuring_factory(speed_rows, LITERARYQA_BUDGET)),
+        "fairytaleqa": evaluate_narratives(
+            DatasetSpec("fairytaleqa", "val", FAIRYTALEQA_BUDGET, FAIRYTALEQA_WINDOW, MODES),
+            stories, embed, factory),
+    }
+    for name, items in load_multihop(data_root).items():
+        out[name] = evaluate_multihop(
+            DatasetSpec(name, "dev sample", MULTIHOP_BUDGET, MULTIHOP_WINDOW, MODES),
+            items[: profile.multihop], embed, factory)
+    return {"quality": out, "speed": {"rows": speed_rows}}
+
+
+def run_scaling(profile: Profile, data_root: Path) -> dict[str, Any]:
+    """Build/memory/latency growth over concatenated books (``scaling``)."""
+    books = sorted(load_literaryqa(data_root), key=lambda n: n.doc_id)
+    queries = [q.question for b in books[:3] for q in b.questions][: speed.LATENCY_QUERIES + 1]
+    return {"scaling": scaling.run_scaling(books, profile.scaling_sizes, MODES, queries,
+                                           timeout=profile.scaling_timeout)}
+
+
+def run_llm_cost(profile: Profile, data_root: Path) -> dict[str, Any]:
+    """Extraction calls and prompt tokens, E²RAG vs LightRAG (``llm_cost``)."""
+    books = sorted(load_literaryqa(data_root), key=lambda n: n.words)[: profile.cost_books]
+    return {"llm_cost": llm_cost.run_llm_cost([(b.doc_id, b.text) for b in books])}
+
+
+RUNNERS = {"quality": run_quality, "scaling": run_scaling, "llm_cost": run_llm_cost}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("profile", choices=sorted(PROFILES))
+    parser.add_argument("--data-root", type=Path, default=DEFAULT_DATA_ROOT,
+                        help="the shared data folder (default: ../shared/data)")
+    parser.add_argument("--out", type=Path, default=_REPO / "docs" / "benchmarks.md")
+    parser.add_argument("--results", type=Path, default=_REPO / "benchmarks" / "results")
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="run only these parts")
+    args = parser.parse_args(argv)
+    if not args.data_root.is_dir():
+        parser.error(f"data root not found: {args.data_root}")
+    os.environ.pop("OPENAI_API_KEY", None)  # the offline default is what is measured
+    profile = PROFILES[args.profile]
+    started = time.perf_counter()
+    results: dict[str, Any] = {"profile": args.profile, "machine": report.machine_info(),
+                               "embed_model": EMBED_MODEL_NAME, "modes": list(MODES),
+                               "multihop_budget": MULTIHOP_BUDGET,
+                               "data_root": str(args.data_root)}
+    for part in PARTS:
+        if part in args.only:
+            results.update(RUNNERS[part](profile, args.data_root))
+    results["wall_seconds"] = time.perf_counter() - started
+    args.results.mkdir(parents=True, exist_ok=True)
+    result_path = args.results / f"{args.profile}.json"
+    tmp = result_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
+    tmp.replace(result_path)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(report.render(results, args.out.parent / "img", args.out),
+                        encoding="utf-8")
+    print(f"results: {result_path}\nreport:  {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Benchmark runners (one concern per module)."""
