@@ -20,7 +20,7 @@ from lightrag.base import DocStatus
 from lightrag.operate import _get_cached_extraction_results, _rebuild_from_extraction_result
 from tqdm.auto import tqdm
 
-from lightrag_ext.layer import ChunkEntities, build_doc_layer, chunk_inputs
+from lightrag_ext.layer import ChunkEntities, write_stored_doc_layer
 from lightrag_ext.storage import LAYER_FORMAT_VERSION
 
 if TYPE_CHECKING:
@@ -116,18 +116,7 @@ async def backfill_event_layer(
             report.missing.append(doc_id)
             continue
         records = await recover_entity_records(rag, list(chunks))
-        full_doc = await rag.full_docs.get_by_id(doc_id)
-        layer = await build_doc_layer(
-            rag,
-            doc_id,
-            chunk_inputs(chunks),
-            records,
-            doc_text=(full_doc or {}).get("content"),
-            doc_created_at=status.get("created_at"),
-            event_prompt=rag.event_prompt,
-            mention_prompt=rag.mention_prompt,
-        )
-        await rag.event_layer.write_doc(layer)
+        layer = await write_stored_doc_layer(rag, doc_id, chunks, records, status)
         report.built.append(doc_id)
         if layer.failures:
             report.partial[doc_id] = dict(layer.failures)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from llama_index.core.prompts import BasePromptTemplate
 
@@ -34,7 +34,6 @@ from llama_index_e2rag.extract.prompts import (
     EntityExtraction,
     EventExtraction,
     ExtractedEntity,
-    ExtractedEvent,
 )
 
 from lightrag_ext.cached_llm import CachedStructuredLLM
@@ -43,10 +42,14 @@ from lightrag_ext.storage import DocLayer
 if TYPE_CHECKING:
     from lightrag import LightRAG
 
+    from lightrag_ext.rag import E2LightRAG
+
 logger = logging.getLogger(__name__)
 
 EVENT_CACHE_TYPE = "e2rag_event"
 MENTION_CACHE_TYPE = "e2rag_mention"
+_CACHE_TYPES = {ENTITY_EXTRACTION: MENTION_CACHE_TYPE, EVENT_EXTRACTION: EVENT_CACHE_TYPE}
+_Extraction = TypeVar("_Extraction", EntityExtraction, EventExtraction)
 
 #: LightRAG's per-chunk extraction result: entity name -> the entity records of that chunk.
 ChunkEntities = dict[str, list[dict[str, Any]]]
@@ -143,24 +146,20 @@ async def build_doc_layer(
 
     async def one_chunk(chunk: ChunkInput) -> None:
         records = entity_records.get(chunk.chunk_id)
+        entities: list[ExtractedEntity] = []
         if records is None:
             layer.mention_source = "e2rag_mention_pass"
-            entities = await _mention_pass(extractor, mention_prompt, chunk, layer)
+            mentions = await _chunk_pass(
+                extractor, mention_prompt, EntityExtraction, chunk, layer, ENTITY_EXTRACTION
+            )
+            if mentions is not None:
+                entities = mentions.entities
         else:
             entities = entities_from_records(records)
-        events: list[ExtractedEvent] = []
-        try:
-            extraction, key = await extractor.structured(
-                event_prompt.format(text=chunk.content),
-                EventExtraction,
-                cache_type=EVENT_CACHE_TYPE,
-                chunk_id=chunk.chunk_id,
-            )
-            events = extraction.events
-            if key:
-                layer.cache_keys.append(key)
-        except Exception as exc:  # noqa: BLE001 - one chunk's failure never loses the document
-            _record_failure(layer, chunk.chunk_id, EVENT_EXTRACTION, exc)
+        extraction = await _chunk_pass(
+            extractor, event_prompt, EventExtraction, chunk, layer, EVENT_EXTRACTION
+        )
+        events = extraction.events if extraction is not None else []
         nodes, edges = build_chunk_graph(
             entities,
             events,
@@ -182,22 +181,58 @@ async def build_doc_layer(
     return layer
 
 
-async def _mention_pass(
-    extractor: CachedStructuredLLM, prompt: BasePromptTemplate, chunk: ChunkInput, layer: DocLayer
-) -> list[ExtractedEntity]:
+async def write_stored_doc_layer(
+    rag: "E2LightRAG",
+    doc_id: str,
+    rows: dict[str, dict[str, Any]],
+    entity_records: dict[str, Optional[ChunkEntities]],
+    status: Optional[dict[str, Any]],
+) -> DocLayer:
+    """Build and save the layer of a document LightRAG has stored, with the rag's prompts.
+
+    ``rows`` are its ``text_chunks`` records by chunk id, ``status`` its ``doc_status`` record.
+    """
+    full_doc = await rag.full_docs.get_by_id(doc_id)
+    layer = await build_doc_layer(
+        rag,
+        doc_id,
+        chunk_inputs(rows),
+        entity_records,
+        doc_text=(full_doc or {}).get("content"),
+        doc_created_at=(status or {}).get("created_at"),
+        event_prompt=rag.event_prompt,
+        mention_prompt=rag.mention_prompt,
+    )
+    await rag.event_layer.write_doc(layer)
+    return layer
+
+
+async def _chunk_pass(
+    extractor: CachedStructuredLLM,
+    prompt: BasePromptTemplate,
+    output_cls: type[_Extraction],
+    chunk: ChunkInput,
+    layer: DocLayer,
+    kind: str,
+) -> Optional[_Extraction]:
+    """One cached LLM pass (``kind``: entity or event extraction) over a chunk.
+
+    A failure is recorded in the layer and yields None: it never loses the document, nor the
+    chunk's other pass.
+    """
     try:
         extraction, key = await extractor.structured(
             prompt.format(text=chunk.content),
-            EntityExtraction,
-            cache_type=MENTION_CACHE_TYPE,
+            output_cls,
+            cache_type=_CACHE_TYPES[kind],
             chunk_id=chunk.chunk_id,
         )
-    except Exception as exc:  # noqa: BLE001 - the chunk keeps its events
-        _record_failure(layer, chunk.chunk_id, ENTITY_EXTRACTION, exc)
-        return []
+    except Exception as exc:  # noqa: BLE001 - see docstring
+        _record_failure(layer, chunk.chunk_id, kind, exc)
+        return None
     if key:
         layer.cache_keys.append(key)
-    return extraction.entities
+    return extraction
 
 
 def _record_failure(layer: DocLayer, chunk_id: str, kind: str, exc: Exception) -> None:

@@ -33,7 +33,7 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index_e2rag.extract.prompts import ENTITY_EXTRACTION_PROMPT, EVENT_EXTRACTION_PROMPT
 
 from lightrag_ext.backfill import BackfillReport, backfill_event_layer
-from lightrag_ext.layer import build_doc_layer, chunk_inputs
+from lightrag_ext.layer import write_stored_doc_layer
 from lightrag_ext.query import (
     E2RAG_MODE,
     EVENT_WEIGHT,
@@ -127,19 +127,8 @@ class E2LightRAG(LightRAG):
         rows: dict[str, dict[str, Any]],
         records: dict[str, Optional[dict[str, list[dict[str, Any]]]]],
     ) -> None:
-        full_doc = await self.full_docs.get_by_id(doc_id)
         status = await self.doc_status.get_by_id(doc_id)
-        layer = await build_doc_layer(
-            self,
-            doc_id,
-            chunk_inputs(rows),
-            records,
-            doc_text=(full_doc or {}).get("content"),
-            doc_created_at=(status or {}).get("created_at"),
-            event_prompt=self.event_prompt,
-            mention_prompt=self.mention_prompt,
-        )
-        await self.event_layer.write_doc(layer)
+        layer = await write_stored_doc_layer(self, doc_id, rows, records, status)
         counts = layer.counts()
         logger.info(
             "e2rag layer of %s: %d mentions, %d events, %d edges, %d failed chunks",

@@ -51,6 +51,8 @@ _ABBREVIATIONS = frozenset(
 _SENTENCE_END = re.compile(r"[.!?]+['\"’”)\]]*(?=\s+|$)")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _WORD_BEFORE = re.compile(r"(\w+)[.!?]*$")
+#: A query embedding and the embeddings of the candidate sentences, in candidate order.
+_Vectors = tuple[list[float], list[list[float]]]
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
@@ -189,15 +191,14 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         **response_kwargs: Any,
     ) -> RESPONSE_TYPE:
         """Overridden so positions and sources in node metadata reach the answer."""
-        query_str = _query_str(query)
-        candidates = self._candidates(nodes)
-        query_vec, vectors = None, None
+        query_str, candidates = _query_str(query), self._candidates(nodes)
+        vectors: Optional[_Vectors] = None
         if self._embed_model is not None and self._by_similarity(candidates):
-            query_vec = np.asarray(self._embed_model.get_query_embedding(query_str))
-            vectors = np.asarray(
-                self._embed_model.get_text_embedding_batch([c.text for c in candidates])
+            vectors = (
+                self._embed_model.get_query_embedding(query_str),
+                self._embed_model.get_text_embedding_batch([c.text for c in candidates]),
             )
-        evidence = self._rank(candidates, query_vec, vectors)
+        evidence = self._rank(candidates, vectors)
         return self._respond(query_str, evidence, nodes, additional_source_nodes, is_async=False)
 
     async def asynthesize(
@@ -207,15 +208,14 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
         **response_kwargs: Any,
     ) -> RESPONSE_TYPE:
-        query_str = _query_str(query)
-        candidates = self._candidates(nodes)
-        query_vec, vectors = None, None
+        query_str, candidates = _query_str(query), self._candidates(nodes)
+        vectors: Optional[_Vectors] = None
         if self._embed_model is not None and self._by_similarity(candidates):
-            query_vec = np.asarray(await self._embed_model.aget_query_embedding(query_str))
-            vectors = np.asarray(
-                await self._embed_model.aget_text_embedding_batch([c.text for c in candidates])
+            vectors = (
+                await self._embed_model.aget_query_embedding(query_str),
+                await self._embed_model.aget_text_embedding_batch([c.text for c in candidates]),
             )
-        evidence = self._rank(candidates, query_vec, vectors)
+        evidence = self._rank(candidates, vectors)
         return self._respond(query_str, evidence, nodes, additional_source_nodes, is_async=True)
 
     def get_response(
@@ -277,10 +277,11 @@ class ExtractiveSynthesizer(BaseSynthesizer):
     def _rank(
         self,
         candidates: list[Evidence],
-        query_vec: Optional[np.ndarray],
-        vectors: Optional[np.ndarray],
+        embeddings: Optional[_Vectors],
     ) -> list[Evidence]:
-        if query_vec is not None and vectors is not None and len(candidates):
+        """Cosine-score the candidates when embeddings were computed, keep the best few."""
+        if embeddings is not None and candidates:
+            query_vec, vectors = np.asarray(embeddings[0]), np.asarray(embeddings[1])
             norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query_vec) or 1.0)
             sims = vectors @ query_vec / np.where(norms > 0, norms, 1.0)
             for item, sim in zip(candidates, sims):

@@ -4,7 +4,6 @@ shared data (skipped without it)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

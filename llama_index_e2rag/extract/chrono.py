@@ -316,23 +316,17 @@ class ChronoLayerBuilder(PromptMixin):
                 failures.append(self._record_failure(group, f"{type(answer).__name__}: {answer}"))
                 continue
             for k, relation in enumerate(answer):
-                fact = GraphNode(
-                    id=make_id(doc_id, LAYER1_ID_KIND, (g, k), relation.description),
-                    kind=NodeKind.FACT,
-                    text=relation.description,
+                fact = _fact(
+                    relation.description,
                     doc_id=doc_id,
-                    pos=(doc_order, start, len(facts)),
+                    doc_order=doc_order,
+                    narrative=(g, k),
+                    chrono_index=len(facts),
                     span=(start, end),
                     chunk_id=group[0].chunk_id,
                     name=f"{relation.source} / {relation.target}".strip(" /") or None,
-                    attrs={
-                        "layer": 1,
-                        "narrative_index": [g, k],
-                        "chrono_index": len(facts),
-                        "group": g,
-                        "source": "llm",
-                        "entities": [e for e in (relation.source, relation.target) if e],
-                    },
+                    source="llm",
+                    entities=[e for e in (relation.source, relation.target) if e],
                 )
                 facts.append(fact)
                 edges.extend(_child_edge(fact, chunk) for chunk in group)
@@ -392,23 +386,18 @@ class ChronoLayerBuilder(PromptMixin):
             g = int(home.attrs["group"])
             k = per_group.get(g, 0)
             per_group[g] = k + 1
-            fact = GraphNode(
-                id=make_id(doc_id, LAYER1_ID_KIND, (g, k), event.text),
-                kind=NodeKind.FACT,
-                text=event.text,
+            fact = _fact(
+                event.text,
                 doc_id=doc_id,
-                pos=(doc_order, event.pos[1], len(facts)),
+                doc_order=doc_order,
+                narrative=(g, k),
+                chrono_index=len(facts),
                 span=(start, end),
+                offset=event.pos[1],
                 chunk_id=event.chunk_id,
                 name=event.name,
-                attrs={
-                    "layer": 1,
-                    "narrative_index": [g, k],
-                    "chrono_index": len(facts),
-                    "group": g,
-                    "source": "events",
-                    "event_id": event.id,
-                },
+                source="events",
+                event_id=event.id,
             )
             facts.append(fact)
             children = {c.id: c for c in [home, *_overlapping(layer0, starts, start, end)]}
@@ -419,6 +408,43 @@ class ChronoLayerBuilder(PromptMixin):
 def _span(node: GraphNode) -> Span:
     """A node's char span, or the empty span at its position."""
     return node.span if node.span is not None else (node.pos[1], node.pos[1])
+
+
+def _fact(
+    text: str,
+    *,
+    doc_id: str,
+    doc_order: int,
+    narrative: tuple[int, int],
+    chrono_index: int,
+    span: Span,
+    chunk_id: Optional[str],
+    name: Optional[str],
+    offset: Optional[int] = None,
+    **extra_attrs: Any,
+) -> GraphNode:
+    """A layer-1 fact: its narrative index ``(group, k)`` names it, its chrono index orders it.
+
+    The position is ``offset`` in the document (default: the start of ``span``).
+    """
+    group, k = narrative
+    return GraphNode(
+        id=make_id(doc_id, LAYER1_ID_KIND, (group, k), text),
+        kind=NodeKind.FACT,
+        text=text,
+        doc_id=doc_id,
+        pos=(doc_order, span[0] if offset is None else offset, chrono_index),
+        span=span,
+        chunk_id=chunk_id,
+        name=name,
+        attrs={
+            "layer": 1,
+            "narrative_index": [group, k],
+            "chrono_index": chrono_index,
+            "group": group,
+            **extra_attrs,
+        },
+    )
 
 
 def _child_edge(fact: GraphNode, chunk: GraphNode) -> GraphEdge:

@@ -44,7 +44,7 @@ from llama_index_e2rag.extract.prompts import (
     ExtractedEvent,
 )
 from llama_index_e2rag.llm import LLMRunner, run_sync
-from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, normalize_text
+from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, Position, normalize_text
 
 _MAX_REASON = 400
 
@@ -83,17 +83,15 @@ def build_chunk_graph(
         span = (chunk_start + found[0], chunk_start + found[1]) if found else chunk_span
         pos = (doc_order, span[0] if found else chunk_start, len(mentions))
         description = entity.description.strip()
-        node_text = f"{name}: {description}" if description else name
         mentions.append(
-            GraphNode(
-                id=chunk_node_id(doc_id, chunk_id, NodeKind.MENTION, pos, node_text),
-                kind=NodeKind.MENTION,
-                text=node_text,
+            _described_node(
+                NodeKind.MENTION,
+                name,
+                description,
                 doc_id=doc_id,
+                chunk_id=chunk_id,
                 pos=pos,
                 span=span,
-                chunk_id=chunk_id,
-                name=name,
                 attrs={"entity_type": entity.type, "description": description},
             )
         )
@@ -111,17 +109,15 @@ def build_chunk_graph(
             if (found := locate_name([p], text, types_by_name.get(normalize_text(p))))
         ]
         pos = (doc_order, chunk_start + min(offsets, default=0), len(event_nodes))
-        node_text = f"{title}: {description}" if description else title
         event_nodes.append(
-            GraphNode(
-                id=chunk_node_id(doc_id, chunk_id, NodeKind.EVENT, pos, node_text),
-                kind=NodeKind.EVENT,
-                text=node_text,
+            _described_node(
+                NodeKind.EVENT,
+                title,
+                description,
                 doc_id=doc_id,
+                chunk_id=chunk_id,
                 pos=pos,
                 span=chunk_span,
-                chunk_id=chunk_id,
-                name=title,
                 attrs={
                     "description": description,
                     "participants": participants,
@@ -131,6 +127,32 @@ def build_chunk_graph(
         )
     edges = bipartite_edges(mentions, event_nodes) + co_occurrence_edges(mentions, event_nodes)
     return mentions + event_nodes, edges
+
+
+def _described_node(
+    kind: NodeKind,
+    name: str,
+    description: str,
+    *,
+    doc_id: str,
+    chunk_id: str,
+    pos: Position,
+    span: tuple[int, int],
+    attrs: dict[str, Any],
+) -> GraphNode:
+    """A mention or event of one chunk; ``"<name>: <description>"`` is the text that is embedded."""
+    node_text = f"{name}: {description}" if description else name
+    return GraphNode(
+        id=chunk_node_id(doc_id, chunk_id, kind, pos, node_text),
+        kind=kind,
+        text=node_text,
+        doc_id=doc_id,
+        pos=pos,
+        span=span,
+        chunk_id=chunk_id,
+        name=name,
+        attrs=attrs,
+    )
 
 
 def _reason(kind: str, exc: BaseException) -> str:

@@ -36,6 +36,8 @@ from llama_index_e2rag.schema import (
     GraphEdge,
     GraphNode,
     NodeKind,
+    Position,
+    Span,
     normalize_text,
 )
 
@@ -435,6 +437,29 @@ class _FragmentBuilder:
             GraphEdge(source=source, target=target, kind=kind, doc_id=self.doc_id, role=role)
         )
 
+    def _node(
+        self,
+        kind: NodeKind,
+        text: str,
+        pos: Position,
+        span: Span,
+        *,
+        name: Optional[str] = None,
+        attrs: Optional[dict[str, Any]] = None,
+    ) -> GraphNode:
+        """A node of this chunk whose id is derived from its own position and text."""
+        return GraphNode(
+            id=chunk_node_id(self.doc_id, self.chunk_id, kind, pos, text),
+            kind=kind,
+            text=text,
+            doc_id=self.doc_id,
+            pos=pos,
+            span=span,
+            chunk_id=self.chunk_id,
+            name=name,
+            attrs=attrs or {},
+        )
+
     def _add_sentences(self, doc: Any) -> None:
         for sent in doc.sents:
             text = sent.text.strip()
@@ -442,15 +467,7 @@ class _FragmentBuilder:
                 continue
             start = self.offset + sent.start_char + (len(sent.text) - len(sent.text.lstrip()))
             pos = (self.doc_order, start, 0)
-            node = GraphNode(
-                id=chunk_node_id(self.doc_id, self.chunk_id, NodeKind.SENTENCE, pos, text),
-                kind=NodeKind.SENTENCE,
-                text=text,
-                doc_id=self.doc_id,
-                pos=pos,
-                span=(start, start + len(text)),
-                chunk_id=self.chunk_id,
-            )
+            node = self._node(NodeKind.SENTENCE, text, pos, (start, start + len(text)))
             self.nodes.append(node)
             self._sentences[node.id] = node
             for tok in sent:
@@ -520,17 +537,7 @@ class _FragmentBuilder:
         if sentence is not None:
             attrs["sentence_id"] = sentence.id
             attrs["sentence_text"] = sentence.text
-        event = GraphNode(
-            id=chunk_node_id(self.doc_id, self.chunk_id, NodeKind.EVENT, pos, text),
-            kind=NodeKind.EVENT,
-            text=text,
-            doc_id=self.doc_id,
-            pos=pos,
-            span=span,
-            chunk_id=self.chunk_id,
-            name=frames.title(frame),
-            attrs=attrs,
-        )
+        event = self._node(NodeKind.EVENT, text, pos, span, name=frames.title(frame), attrs=attrs)
         for role, mention in args:
             self._edge(mention.id, event.id, EdgeKind.PARTICIPATES, role)
         if sentence is not None:
