@@ -360,7 +360,7 @@ def _source(meta: dict[str, Any], doc_order: Optional[int]) -> str:
     for key in SOURCE_KEYS:
         if meta.get(key):
             return str(meta[key]).rsplit("/", 1)[-1] if key == "file_path" else str(meta[key])
-    return f"doc {doc_order + 1}" if doc_order is not None else "doc"
+    return f"document {doc_order}" if doc_order is not None else "document"
 
 
 def _text_nodes(text_chunks: Sequence[str]) -> list[NodeWithScore]:

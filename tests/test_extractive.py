@@ -85,7 +85,7 @@ def test_percent_position_comes_from_the_graph(minilm):
     synth = ExtractiveSynthesizer(embed_model=minilm, graph_store=graph)
     text = str(synth.synthesize("What did his mother make?", [NodeWithScore(node=node, score=1)]))
     percent = round(100 * STORY.index("His mother") / len(STORY))
-    assert f"[doc 1 · {percent}% · char {STORY.index('His mother'):,}]" in text
+    assert f"[document 0 · {percent}% · char {STORY.index('His mother'):,}]" in text
 
 
 def test_without_embedding_the_retriever_order_decides():
@@ -150,7 +150,7 @@ def test_plain_text_path_without_metadata(minilm):
     text = ExtractiveSynthesizer(embed_model=minilm, top_n=1).get_response(
         "What did his mother make?", [STORY]
     )
-    assert text.splitlines()[1] == "1. [doc] His mother made camomile tea."
+    assert text.splitlines()[1] == "1. [document] His mother made camomile tea."
 
 
 def test_no_nodes_gives_a_clear_empty_answer():
@@ -172,7 +172,7 @@ def test_position_label_format():
     synth = ExtractiveSynthesizer(top_n=1)
     node = TextNode(text="One sentence.", metadata={"kind": "sentence", "pos": [2, 12345, 0]})
     line = str(synth.synthesize("q", [NodeWithScore(node=node, score=1.0)])).splitlines()[1]
-    assert re.fullmatch(r"1\. \[doc 3 · char 12,345\] One sentence\.", line)
+    assert re.fullmatch(r"1\. \[document 2 · char 12,345\] One sentence\.", line)
 
 
 def test_index_query_engine_answers_extractively_without_an_llm(minilm):
