@@ -103,7 +103,8 @@ class ScriptedLightRAGLLM:
             self.calls.append(("lightrag_keywords", prompt))
             return self._keywords(prompt.rsplit("User Query:", 1)[1].split("\n")[0])
         self.calls.append(("lightrag_answer", prompt))
-        return f"{ANSWER_PREFIX}: {prompt.strip()}"
+        text = f"{ANSWER_PREFIX}: {prompt.strip()}"
+        return _pieces(text) if kwargs.get("stream") else text
 
     def _entities(self, text: str) -> str:
         """Tuple rows: the shared fake's entities of the text (same names and descriptions as
@@ -126,6 +127,13 @@ class ScriptedLightRAGLLM:
             {"high_level_keywords": cues["events"], "low_level_keywords": cues["entities"]}
         )
 
+
+
+async def _pieces(text: str) -> AsyncIterator[str]:
+    """A streamed answer: the text in word-sized pieces that join back to it."""
+    words = text.split(" ")
+    for i, word in enumerate(words):
+        yield word if i == len(words) - 1 else word + " "
 
 
 async def stop_workers(rag: Any) -> None:

@@ -92,6 +92,27 @@ async def test_e2rag_answer_uses_lightrag_query_llm_and_honours_only_need_contex
     assert full["data"]["chunks"][0]["chunk_id"] == "story-chunk-002"
 
 
+async def test_e2rag_streams_the_answer_and_never_caches_a_stream(
+    rag_factory, lightrag_llm, tmp_path: Path
+):
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+
+    stream = await rag.aquery(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE, stream=True))
+    assert not isinstance(stream, str)
+    pieces = [piece async for piece in stream]
+    assert len(pieces) > 1
+    answer = await rag.aquery(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert "".join(pieces) == answer and answer.startswith(ANSWER_PREFIX)
+    assert lightrag_llm.kinds().count("lightrag_answer") == 2  # the stream left no cache entry
+
+    full = await rag.aquery_llm(
+        LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE, stream=True)
+    )
+    assert full["llm_response"]["is_streaming"] and full["llm_response"]["content"] is None
+    assert "".join([p async for p in full["llm_response"]["response_iterator"]]) == answer
+
+
 async def test_e2rag_mode_on_an_empty_layer_fails_politely(rag_factory, tmp_path: Path):
     rag = await rag_factory(E2LightRAG, tmp_path / "rag")
     data = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
