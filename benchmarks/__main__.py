@@ -3,10 +3,12 @@
 ``quick``: the two shortest LiteraryQA books, the first two FairytaleQA val stories, the first two
 questions of each multi-hop sample, scaling at 5k/20k words, LLM cost on the shortest book.
 ``full``: every book, story and multi-hop question, scaling at 10k/100k/1M words, LLM cost on the
-three shortest books; on the 2-core reference machine the offline index builds at roughly 150
-words/s, so ``full`` takes on the order of ten hours. Each book's index is built once, in a clean
-child process that yields both its speed/memory figures and its retrievals. Subsets are chosen by
-size or file order, never by question content.
+three shortest books. On the 2-core reference machine the offline index builds at roughly 500
+words/s, so ``full`` over all 44 books (4.1M words) plus scaling takes about three hours;
+``--books N`` keeps the N shortest books. ``--only PART`` reruns some parts and keeps the others
+of the profile's results file, each part stamped with its own date, commit and command. Each
+book's index is built once, in a clean child process that yields both its speed/memory figures
+and its retrievals. Subsets are chosen by size or file order, never by question content.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -83,12 +85,16 @@ def run_quality(profile: Profile, data_root: Path) -> dict[str, Any]:
     """
     embed = make_embed_model()
     factory = _in_process_factory(embed)
-    books = sorted(load_literaryqa(data_root), key=lambda n: n.words)[: profile.books]
+    all_books = sorted(load_literaryqa(data_root), key=lambda n: n.words)
+    books = all_books[: profile.books]
+    split = "validation"
+    if len(books) < len(all_books):
+        split += f", the {len(books)} shortest of {len(all_books)} books"
     stories = load_fairytaleqa(data_root, "val")[: profile.stories]
     speed_rows: list[dict[str, Any]] = []
     out: dict[str, Any] = {
         "literaryqa": evaluate_narratives(
-            DatasetSpec("literaryqa", "validation", LITERARYQA_BUDGET, LITERARYQA_WINDOW, MODES),
+            DatasetSpec("literaryqa", split, LITERARYQA_BUDGET, LITERARYQA_WINDOW, MODES),
             books, embed, _measuring_factory(speed_rows, LITERARYQA_BUDGET)),
         "fairytaleqa": evaluate_narratives(
             DatasetSpec("fairytaleqa", "val", FAIRYTALEQA_BUDGET, FAIRYTALEQA_WINDOW, MODES),
@@ -116,6 +122,37 @@ def run_llm_cost(profile: Profile, data_root: Path) -> dict[str, Any]:
 
 
 RUNNERS = {"quality": run_quality, "scaling": run_scaling, "llm_cost": run_llm_cost}
+#: Result keys each part writes (``quality`` also yields the speed rows of its books).
+PART_KEYS = {"quality": ("quality", "speed"), "scaling": ("scaling",), "llm_cost": ("llm_cost",)}
+
+
+def merge_results(previous: dict[str, Any] | None, new: dict[str, Any],
+                  parts: Sequence[str]) -> dict[str, Any]:
+    """``new`` plus the parts of ``previous`` (same profile) that this run did not redo.
+
+    Lets a long profile be run in pieces (``--only``) without losing what earlier pieces
+    measured; every part keeps its own ``runs`` entry (date, commit, command, wall time).
+    """
+    if not previous or previous.get("profile") != new["profile"]:
+        return new
+    merged = {**new, "runs": dict(previous.get("runs", {}))}
+    for part in PART_KEYS:
+        if part in parts:
+            continue
+        for key in PART_KEYS[part]:
+            if key in previous:
+                merged[key] = previous[key]
+    merged["runs"].update(new.get("runs", {}))
+    return merged
+
+
+def _read_results(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"cannot read earlier results {path}: {exc}") from exc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -127,23 +164,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=_REPO / "docs" / "benchmarks.md")
     parser.add_argument("--results", type=Path, default=_REPO / "benchmarks" / "results")
     parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS),
-                        help="run only these parts")
+                        help="run only these parts; the profile's other results are kept")
+    parser.add_argument("--books", type=int, default=None,
+                        help="use the N shortest LiteraryQA books (default: the profile's)")
     args = parser.parse_args(argv)
     if not args.data_root.is_dir():
         parser.error(f"data root not found: {args.data_root}")
+    if args.books is not None and args.books < 1:
+        parser.error("--books must be at least 1")
     os.environ.pop("OPENAI_API_KEY", None)  # the offline default is what is measured
     profile = PROFILES[args.profile]
-    started = time.perf_counter()
+    if args.books is not None:
+        profile = replace(profile, books=args.books)
+    result_path = args.results / f"{args.profile}.json"
+    previous = _read_results(result_path)
+    command = "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv)
     results: dict[str, Any] = {"profile": args.profile, "machine": report.machine_info(),
                                "embed_model": EMBED_MODEL_NAME, "modes": list(MODES),
                                "multihop_budget": MULTIHOP_BUDGET,
-                               "data_root": str(args.data_root)}
+                               "data_root": str(args.data_root), "runs": {}}
     for part in PARTS:
         if part in args.only:
+            machine, started = report.machine_info(), time.perf_counter()
             results.update(RUNNERS[part](profile, args.data_root))
-    results["wall_seconds"] = time.perf_counter() - started
+            results["runs"][part] = {"machine": machine, "command": command,
+                                     "wall_seconds": time.perf_counter() - started}
+    results = merge_results(previous, results, args.only)
     args.results.mkdir(parents=True, exist_ok=True)
-    result_path = args.results / f"{args.profile}.json"
     tmp = result_path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
     tmp.replace(result_path)

@@ -214,3 +214,41 @@ def test_e2rag_cost_counts_two_calls_per_chunk_and_one_when_combined():
     separate, combined = e2rag_cost(chunks, False, count), e2rag_cost(chunks, True, count)
     assert separate["calls"] == 6 and combined["calls"] == 3
     assert combined["prompt_tokens"] < separate["prompt_tokens"]
+
+
+def test_a_partial_rerun_keeps_the_other_parts_with_their_own_stamp(tmp_path):
+    from benchmarks import report
+    from benchmarks.__main__ import merge_results
+
+    def machine(date: str, commit: str) -> dict:
+        return {"nproc": 2, "ram_gib": 24.0, "cpu": "cpu", "date_utc": date, "git_commit": commit}
+
+    old_run = {"machine": machine("2026-01-01 10:00 UTC", "aaa111"), "command": "old",
+               "wall_seconds": 60.0}
+    previous = {"profile": "full", "machine": old_run["machine"], "runs": {"scaling": old_run},
+                "scaling": {"sizes": [1], "rows": [], "exponents": {}},
+                "llm_cost": {"stale": True}}
+    new_run = {"machine": machine("2026-02-02 11:00 UTC", "bbb222"), "command": "new",
+               "wall_seconds": 120.0}
+    new = {"profile": "full", "machine": new_run["machine"], "embed_model": "hash",
+           "modes": [], "multihop_budget": 100, "runs": {"llm_cost": new_run},
+           "llm_cost": {"stale": False}}
+    merged = merge_results(previous, new, ["llm_cost"])
+    assert merged["scaling"] == previous["scaling"]
+    assert merged["llm_cost"] == {"stale": False}
+    assert set(merged["runs"]) == {"scaling", "llm_cost"}
+    assert merge_results({**previous, "profile": "quick"}, new, ["llm_cost"]) is new
+    assert "2026-01-01 10:00 UTC" in report._stamp(merged, part="scaling")
+    assert "`aaa111`" in report._stamp(merged, part="scaling")
+    assert "2026-02-02 11:00 UTC" in report._stamp(merged, part="llm_cost")
+    header = "\n".join(report._runs(merged))
+    assert "| scaling | `old` |" in header and "| llm_cost | `new` |" in header
+
+
+def test_books_must_be_positive(tmp_path, capsys):
+    from benchmarks.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["full", "--books", "0", "--data-root", str(tmp_path), "--results", str(tmp_path)])
+    assert "--books must be at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "full.json").exists()
