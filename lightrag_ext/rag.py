@@ -34,16 +34,8 @@ from llama_index_e2rag.extract.prompts import ENTITY_EXTRACTION_PROMPT, EVENT_EX
 
 from lightrag_ext.backfill import BackfillReport, backfill_event_layer
 from lightrag_ext.layer import write_stored_doc_layer
-from lightrag_ext.query import (
-    E2RAG_MODE,
-    EVENT_WEIGHT,
-    MENTION_POOL,
-    Retrieved,
-    answer,
-    no_result,
-    retrieve,
-    user_data,
-)
+from lightrag_ext.answer import answer, no_result, user_data
+from lightrag_ext.query import E2RAG_MODE, EVENT_WEIGHT, MENTION_POOL, Retrieved, retrieve
 from lightrag_ext.storage import EventLayerStore
 
 logger = logging.getLogger(__name__)
