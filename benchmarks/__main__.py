@@ -6,7 +6,8 @@ questions of each multi-hop sample, scaling at 5k/20k words, LLM cost on the sho
 three shortest books. On the 2-core reference machine the offline index builds at roughly 500
 words/s, so ``full`` over all 44 books (4.1M words) plus scaling takes about three hours;
 ``--books N`` keeps the N shortest books. ``--only PART`` reruns some parts and keeps the others
-of the profile's results file, each part stamped with its own date, commit and command. Each
+of the profile's results file, each part stamped with its own date, commit and command;
+``--render-only`` rewrites the report from the saved results without measuring. Each
 book's index is built once, in a clean child process that yields both its speed/memory figures
 and its retrievals. Subsets are chosen by size or file order, never by question content.
 """
@@ -167,7 +168,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="run only these parts; the profile's other results are kept")
     parser.add_argument("--books", type=int, default=None,
                         help="use the N shortest LiteraryQA books (default: the profile's)")
+    parser.add_argument("--render-only", action="store_true",
+                        help="measure nothing: rewrite the report from the saved results")
     args = parser.parse_args(argv)
+    result_path = args.results / f"{args.profile}.json"
+    if args.render_only:
+        saved = _read_results(result_path)
+        if saved is None:
+            parser.error(f"no saved results at {result_path}")
+        _write_report(saved, args.out)
+        return 0
     if not args.data_root.is_dir():
         parser.error(f"data root not found: {args.data_root}")
     if args.books is not None and args.books < 1:
@@ -176,7 +186,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     profile = PROFILES[args.profile]
     if args.books is not None:
         profile = replace(profile, books=args.books)
-    result_path = args.results / f"{args.profile}.json"
     previous = _read_results(result_path)
     command = "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv)
     results: dict[str, Any] = {"profile": args.profile, "machine": report.machine_info(),
@@ -194,11 +203,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     tmp = result_path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
     tmp.replace(result_path)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report.render(results, args.out.parent / "img", args.out),
-                        encoding="utf-8")
-    print(f"results: {result_path}\nreport:  {args.out}")
+    print(f"results: {result_path}")
+    _write_report(results, args.out)
     return 0
+
+
+def _write_report(results: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report.render(results, out.parent / "img", out), encoding="utf-8")
+    print(f"report:  {out}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ README_REFERENCE = {
                    "random": (0.472, 0.415), "whole text": (0.909, 0.833)},
 }
 _REPO = Path(__file__).resolve().parents[1]
+#: The package whose code every figure measures.
+LIBRARY = "llama_index_e2rag"
 
 
 def machine_info() -> dict[str, Any]:
@@ -82,7 +84,26 @@ def _runs(results: dict[str, Any]) -> list[str]:
         m = run.get("machine", {})
         lines.append(f"| {part} | `{_cell(run.get('command'))}` | {m.get('date_utc')} | "
                      f"`{m.get('git_commit')}` | {run.get('wall_seconds', 0) / 60:.1f} min |")
+    commits = sorted({run.get("machine", {}).get("git_commit") for run in runs.values()} - {None})
+    if len(commits) > 1:
+        trees = {c: _library_tree(c) for c in commits}
+        if None not in trees.values() and len(set(trees.values())) == 1:
+            lines += ["", f"The library (`{LIBRARY}/`, tree `{trees[commits[0]]}`) is the same "
+                      "at all these commits; they differ only outside it."]
+        else:
+            lines += ["", f"**The library (`{LIBRARY}/`) differs between these commits** "
+                      "(or git could not tell): compare parts with care."]
     return lines
+
+
+def _library_tree(commit: str) -> str | None:
+    """Short git tree hash of the library at ``commit`` (``None`` when git cannot tell)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", f"{commit}:{LIBRARY}"], cwd=_REPO,
+                             text=True, capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 def _quality_table(data: dict[str, Any], multihop: bool) -> list[str]:

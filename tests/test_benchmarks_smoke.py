@@ -252,3 +252,38 @@ def test_books_must_be_positive(tmp_path, capsys):
         main(["full", "--books", "0", "--data-root", str(tmp_path), "--results", str(tmp_path)])
     assert "--books must be at least 1" in capsys.readouterr().err
     assert not (tmp_path / "full.json").exists()
+
+
+def test_runs_header_says_whether_the_library_is_the_same_at_every_commit(monkeypatch):
+    from benchmarks import report
+
+    def machine(commit: str) -> dict:
+        return {"date_utc": "2026-01-01 10:00 UTC", "git_commit": commit}
+
+    results = {"profile": "full", "runs": {
+        "scaling": {"machine": machine("aaa111"), "command": "a", "wall_seconds": 1.0},
+        "quality": {"machine": machine("bbb222"), "command": "b", "wall_seconds": 1.0}}}
+    monkeypatch.setattr(report, "_library_tree", lambda commit: "tree1")
+    assert "is the same at all these commits" in "\n".join(report._runs(results))
+    monkeypatch.setattr(report, "_library_tree", lambda commit: f"tree-{commit}")
+    assert "differs between these commits" in "\n".join(report._runs(results))
+    monkeypatch.setattr(report, "_library_tree", lambda commit: None)
+    assert "differs between these commits" in "\n".join(report._runs(results))
+
+
+def test_render_only_rewrites_the_report_from_saved_results(tmp_path):
+    from benchmarks import report
+    from benchmarks.__main__ import main
+
+    saved = {"profile": "full", "machine": report.machine_info(), "embed_model": "hash",
+             "modes": ["grounded"], "multihop_budget": 100, "runs": {},
+             "llm_cost": {"sources": ["pg1"], "source_tokens": 10, "tokenizer": "t",
+                          "index_chunk_size_overlap": [1200, 100],
+                          "rows": {"E²RAG": {"error": "boom"}},
+                          "paper": {"e2rag": 2, "lightrag": 1, "ratio": 2.0}}}
+    (tmp_path / "full.json").write_text(json.dumps(saved))
+    out = tmp_path / "docs" / "benchmarks.md"
+    assert main(["full", "--render-only", "--results", str(tmp_path), "--out", str(out)]) == 0
+    assert "| E²RAG | **error**: boom |" in out.read_text()
+    with pytest.raises(SystemExit):
+        main(["full", "--render-only", "--results", str(tmp_path / "none"), "--out", str(out)])
