@@ -3,9 +3,9 @@
 ``quick``: the two shortest LiteraryQA books, the first two FairytaleQA val stories, the first two
 questions of each multi-hop sample, scaling at 5k/20k words, LLM cost on the shortest book.
 ``full``: every book, story and multi-hop question, scaling at 10k/100k/1M words, LLM cost on the
-three shortest books. On the 2-core reference machine the offline index builds at roughly 500
-words/s, so ``full`` over all 44 books (4.1M words) plus scaling takes about three hours;
-``--books N`` keeps the N shortest books. ``--only PART`` reruns some parts and keeps the others
+three shortest books. On the 2-core reference machine the quality part handles about 340 words
+of book per second (build, persist, baselines, questions) and scaling took 48 min, so ``full``
+over all 44 books (4.1M words) takes about 4.5 hours; ``--books N`` keeps the N shortest books. ``--only PART`` reruns some parts and keeps the others
 of the profile's results file, each part stamped with its own date, commit and command;
 ``--render-only`` rewrites the report from the saved results without measuring. Each
 book's index is built once, in a clean child process that yields both its speed/memory figures
