@@ -5,11 +5,11 @@ questions of each multi-hop sample, scaling at 5k/20k words, LLM cost on the sho
 ``full``: every book, story and multi-hop question, scaling at 10k/100k/1M words, LLM cost on the
 three shortest books. On the 2-core reference machine the quality part handles about 340 words
 of book per second (build, persist, baselines, questions) and scaling took 48 min, so ``full``
-over all 44 books (4.1M words) takes about 4.5 hours; ``--books N`` keeps the N shortest books. ``--only PART`` reruns some parts and keeps the others
-of the profile's results file, each part stamped with its own date, commit and command;
-``--render-only`` rewrites the report from the saved results without measuring. Each
-book's index is built once, in a clean child process that yields both its speed/memory figures
-and its retrievals. Subsets are chosen by size or file order, never by question content.
+over all 44 books (4.1M words) takes about 4.5 hours; ``--books N`` keeps the N shortest books.
+``--only PART`` reruns some parts and keeps the others of the profile's results file, each part
+stamped with its own date, commit and command; ``--render-only`` rewrites the report from the
+saved results without measuring. Each book's index is built once, in a clean child process that
+yields both its speed/memory figures and its retrievals. Subsets are chosen by size or file order, never by question content.
 """
 
 from __future__ import annotations
