@@ -25,6 +25,7 @@ _LABEL_PREFIX = {
     NodeKind.ENTITY: "N",
     NodeKind.FACT: "F",
     NodeKind.TOPIC: "T",
+    NodeKind.PASSAGE: "P",
 }
 
 #: ``story``: passages in narrative order; ``retrieval``: in the order the retriever ranked them.

@@ -11,7 +11,6 @@ none) and prints each with its source file and position, e.g.::
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from typing import Any, AsyncGenerator, Generator, Literal, Optional, Sequence
 
@@ -38,60 +37,15 @@ from llama_index.core.types import RESPONSE_TEXT_TYPE
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import NodeKind
+from llama_index_e2rag.text import split_sentences
 
 #: Metadata key under which ``Response.metadata`` carries the evidence as plain dicts.
 EVIDENCE_KEY = "e2rag_evidence"
 #: Metadata keys (in order of preference) naming where a node's text came from.
 SOURCE_KEYS = ("file_name", "file_path", "title", "source", "url")
 
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr st jr sr prof capt col gen lt sgt rev hon mme mlle messrs esq vs etc viz no "
-    "vol ch chap fig p pp cf".split()
-)
-_SENTENCE_END = re.compile(r"[.!?]+['\"’”)\]]*(?=\s+|$)")
-_PARAGRAPH = re.compile(r"\n\s*\n")
-_WORD_BEFORE = re.compile(r"(\w+)[.!?]*$")
 #: A query embedding and the embeddings of the candidate sentences, in candidate order.
 _Vectors = tuple[list[float], list[list[float]]]
-
-
-def split_sentences(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` character spans of the sentences of ``text``.
-
-    A small rule splitter (no model to load): a stop followed by white space ends a sentence
-    unless it closes an abbreviation such as "Mr." or a single initial; blank lines always do.
-    """
-    spans: list[tuple[int, int]] = []
-    for para in _paragraph_spans(text):
-        start = para[0]
-        for match in _SENTENCE_END.finditer(text, para[0], para[1]):
-            end = match.end()
-            word = _WORD_BEFORE.search(text, start, match.start() + 1)
-            token = word.group(1).lower() if word else ""
-            if match.group().startswith(".") and (token in _ABBREVIATIONS or len(token) == 1):
-                continue
-            _append_trimmed(spans, text, start, end)
-            start = end
-        _append_trimmed(spans, text, start, para[1])
-    return spans
-
-
-def _paragraph_spans(text: str) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for match in _PARAGRAPH.finditer(text):
-        spans.append((start, match.start()))
-        start = match.end()
-    spans.append((start, len(text)))
-    return spans
-
-
-def _append_trimmed(spans: list[tuple[int, int]], text: str, start: int, end: int) -> None:
-    piece = text[start:end]
-    if not piece.strip():
-        return
-    lead = len(piece) - len(piece.lstrip())
-    trail = len(piece) - len(piece.rstrip())
-    spans.append((start + lead, end - trail))
 
 
 @dataclass

@@ -37,6 +37,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index_e2rag.builders import DocumentBuilder, builder_configs, restore_builders
 from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY, chunk_doc_id, hide_internal_keys
+from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.ingest import (
@@ -58,7 +59,8 @@ from llama_index_e2rag.ingest import (
     validate_document,
 )
 from llama_index_e2rag.llm import run_sync
-from llama_index_e2rag.schema import NodeKind
+from llama_index_e2rag.lexical import LexicalIndex
+from llama_index_e2rag.schema import NodeKind, sort_by_position
 
 if TYPE_CHECKING:
     from llama_index_e2rag.llm import LLMRunner
@@ -79,25 +81,30 @@ logger = logging.getLogger(__name__)
 
 E2RAG_STRUCT_TYPE = "e2rag"
 _RETRIEVER_MODES = {
+    "narrative": ("llama_index_e2rag.retrievers.narrative", "NarrativeRetriever"),
     "entity_event": ("llama_index_e2rag.retrievers.entity_event", "EntityEventRetriever"),
     "grounded": ("llama_index_e2rag.retrievers.grounded", "GroundedGraphRetriever"),
     "chrono": ("llama_index_e2rag.retrievers.chrono", "ChronoRetriever"),
     "vector": ("llama_index_e2rag.retrievers.vector", "VectorChunkRetriever"),
 }
 RETRIEVER_MODES = tuple(_RETRIEVER_MODES)
+#: The mode of ``as_retriever()`` / ``as_query_engine()`` without ``mode=``.
+DEFAULT_MODE = "narrative"
 _Group = tuple[Optional[Document], str, int, list[TextNode]]
 
 
 @dataclass
 class E2RAGIndexStruct(IndexStruct):
-    """What the index store keeps: the graph (as a JSON string) and build bookkeeping.
+    """What the index store keeps: the graph and the passages' BM25 index (as JSON strings) and
+    build bookkeeping.
 
-    ``graph_json`` is a string on purpose: dataclasses_json then stores it verbatim instead of
+    ``graph_json`` and ``lexical_json`` are strings on purpose: dataclasses_json then stores it verbatim instead of
     walking tens of thousands of node dicts on every save. ``config`` holds the chunking, the
     embedding model's name and ``doc_builders`` (``{name: params}`` of restorable builders).
     """
 
     graph_json: str = ""
+    lexical_json: str = ""
     doc_order: Dict[str, int] = field(default_factory=dict)
     failures: List[Dict[str, str]] = field(default_factory=list)
     llm_stats: Dict[str, Any] = field(default_factory=dict)
@@ -122,6 +129,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         chunk_size: tokens per chunk; default 1,200 (LightRAG's), capped at the embedding
             model's input limit when it declares one (``max_length``, 256 for MiniLM).
         chunk_overlap: default ``chunk_size // 12`` (LightRAG's ratio).
+        passage_words: length of the ``narrative`` mode's sentence-aligned passages (default 30).
         cache_dir: folder of the persistent LLM response cache; ``None`` keeps no disk cache.
             Give one to make an interrupted build resumable without repeating finished calls.
         graph_store: a ``GraphStore``; defaults to the NetworkX store kept in the index struct.
@@ -143,6 +151,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         doc_builders: Optional[Sequence[DocumentBuilder]] = None,
         chunk_size: Optional[int] = None,
         chunk_overlap: Optional[int] = None,
+        passage_words: Optional[int] = None,
         combined: Optional[bool] = None,
         num_workers: int = 4,
         max_retries: int = 3,
@@ -158,6 +167,12 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             chunk_overlap if chunk_overlap is not None else config.get("chunk_overlap")
         )
         self._splitter: Optional[SentenceSplitter] = None
+        self.passage_words: int = (
+            passage_words or config.get("passage_words") or DEFAULT_PASSAGE_WORDS
+        )
+        if self.passage_words < 1:
+            raise ValueError(f"passage_words must be at least 1, got {self.passage_words}")
+        self._lexical: Optional[tuple[str, LexicalIndex]] = None
         self._combined = combined if combined is not None else config.get("combined", False)
         self._llm_arg = llm
         self._embed_model_arg = embed_model
@@ -347,6 +362,20 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
                 found.append(node)
         return found
 
+    def lexical_index(self) -> LexicalIndex:
+        """BM25 over the passages in story order (loaded from the struct once per state)."""
+        stored = self._index_struct.lexical_json
+        cached = self._lexical
+        if cached is not None and cached[0] is stored:
+            return cached[1]
+        with self._lazy_lock:
+            if stored:
+                lexical = LexicalIndex.from_json(stored)
+            else:  # a 0.1.0 store: no passages were built, so there is nothing to rank
+                lexical = LexicalIndex.build([], [])
+            self._lexical = (stored, lexical)
+        return lexical
+
     def doc_order(self, doc_id: str) -> Optional[int]:
         """Document order (insertion order) of an indexed document."""
         return self._index_struct.doc_order.get(doc_id)
@@ -465,7 +494,13 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             extracted = [by_id[c.node_id] for c in doc_chunks if c.node_id in by_id]
             staged.append(
                 await stage_document(
-                    document, doc_id, order, extracted, self._doc_builders, lambda: self.llm_runner
+                    document,
+                    doc_id,
+                    order,
+                    extracted,
+                    self._doc_builders,
+                    lambda: self.llm_runner,
+                    self.passage_words,
                 )
             )
         embed_model = self.embed_model
@@ -527,17 +562,23 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
     async def _arefresh_struct(self) -> None:
         """Serialise the graph and configuration into the struct and re-add it for ``persist``."""
         self._index_struct.graph_json = json.dumps(self._e2rag_graph.to_dict(), ensure_ascii=False)
+        passages = sort_by_position(self._e2rag_graph.nodes(NodeKind.PASSAGE))
+        lexical = LexicalIndex.build([p.id for p in passages], [p.text for p in passages])
+        self._index_struct.lexical_json = lexical.to_json()
+        self._lexical = (self._index_struct.lexical_json, lexical)
         self._index_struct.config.update(
             chunk_size=self.chunk_size,
             chunk_overlap=self.chunk_overlap,
+            passage_words=self.passage_words,
             combined=self._combined,
             doc_builders=builder_configs(self._doc_builders),
         )
         await self._storage_context.index_store.async_add_index_struct(self._index_struct)
 
     # -- retrieval ------------------------------------------------------------------------------
-    def as_retriever(self, mode: str = "entity_event", **kwargs: Any) -> BaseRetriever:
-        """``mode``: entity_event | grounded | chrono | vector; kwargs go to the retriever."""
+    def as_retriever(self, mode: str = DEFAULT_MODE, **kwargs: Any) -> BaseRetriever:
+        """``mode``: narrative (default) | entity_event | grounded | chrono | vector; kwargs go
+        to the retriever (``budget_words=`` works in every mode)."""
         if mode not in _RETRIEVER_MODES:
             raise ValueError(
                 f"unknown retrieval mode {mode!r}; choose one of {', '.join(RETRIEVER_MODES)}"
@@ -548,7 +589,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
 
     def as_query_engine(  # type: ignore[override]
         self,
-        mode: str = "entity_event",
+        mode: str = DEFAULT_MODE,
         hyde: Optional[str] = None,
         llm: Optional[LLM] = None,
         streaming: bool = False,

@@ -34,6 +34,11 @@ from llama_index_e2rag.extract.base import (
     hide_internal_keys,
     pop_graph,
 )
+from llama_index_e2rag.extract.passages import (
+    DEFAULT_PASSAGE_WORDS,
+    build_passages,
+    document_text,
+)
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, make_id
@@ -53,6 +58,7 @@ EMBEDDED_KINDS = (
     NodeKind.EVENT,
     NodeKind.FACT,
     NodeKind.ENTITY,
+    NodeKind.PASSAGE,
 )
 #: LightRAG's defaults, which the E²RAG paper keeps (appendix C); the overlap keeps their ratio.
 DEFAULT_CHUNK_SIZE = 1200
@@ -229,8 +235,10 @@ async def stage_document(
     chunks: list[TextNode],
     builders: Sequence[DocumentBuilder],
     llm_runner: Callable[[], Optional["LLMRunner"]],
+    passage_words: int = DEFAULT_PASSAGE_WORDS,
 ) -> StagedDoc:
-    """Collect one document's graph in a staging store: chunks, fragments, story edges, layers.
+    """Collect one document's graph in a staging store: chunks, fragments, story edges,
+    passages, layers.
 
     ``llm_runner`` is called only when a builder wants the index's runner, so building without
     LLM-using builders never resolves an LLM.
@@ -249,6 +257,13 @@ async def stage_document(
             failures.append({"doc_id": doc_id, "chunk_id": chunk.node_id, "reason": reason})
     graph.upsert_edges(edges)
     graph.upsert_edges(story_order_edges(graph, doc_id))
+    if document is not None:
+        text, base = document.text, 0
+    else:
+        text, base = document_text(chunks)
+    passages, passage_edges = build_passages(doc_id, order, text, chunks, passage_words, base)
+    graph.upsert_nodes(passages)
+    graph.upsert_edges(passage_edges)
     if document is not None:
         for builder in builders:
             adopt = getattr(builder, "use_llm_runner", None)

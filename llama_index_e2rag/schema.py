@@ -32,6 +32,7 @@ class NodeKind(str, Enum):
     ENTITY = "entity"
     FACT = "fact"
     TOPIC = "topic"
+    PASSAGE = "passage"
 
 
 class EdgeKind(str, Enum):

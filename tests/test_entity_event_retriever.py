@@ -61,7 +61,7 @@ def test_same_name_mentions_stay_distinct_and_local(index: E2RAGIndex) -> None:
 
 
 def test_query_about_the_later_facet_ranks_the_later_chunk_first(index: E2RAGIndex) -> None:
-    nodes = index.as_retriever(similarity_top_k=3).retrieve(LATER_FACET)
+    nodes = index.as_retriever(mode="entity_event", similarity_top_k=3).retrieve(LATER_FACET)
     assert nodes[0].node.node_id == chunk_containing(index, "troll fight").id
     assert len({n.node.node_id for n in nodes}) == len(nodes)
     assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
@@ -73,7 +73,7 @@ def test_mentions_of_one_entity_are_reranked_by_their_events(index: E2RAGIndex) 
     late = chunk_containing(index, "troll fight")
 
     def seed_mentions(event_weight: float) -> tuple[str, set[str]]:
-        retriever = index.as_retriever(seed_top_k=1, event_weight=event_weight)
+        retriever = index.as_retriever(mode="entity_event", seed_top_k=1, event_weight=event_weight)
         nodes = retriever.retrieve(LATER_FACET)
         seeds = {
             s for n in nodes for s in n.node.metadata["seed_scores"] if s.startswith("mention")
@@ -87,7 +87,7 @@ def test_mentions_of_one_entity_are_reranked_by_their_events(index: E2RAGIndex) 
 
 
 def test_results_carry_positions_and_the_evidence_that_led_there(index: E2RAGIndex) -> None:
-    retriever = index.as_retriever(similarity_top_k=5)
+    retriever = index.as_retriever(mode="entity_event", similarity_top_k=5)
     nodes, bundle = retriever.retrieve_with_context(LATER_FACET)
     graph = index.graph_store
     for nws in nodes:
@@ -171,7 +171,7 @@ def test_hyde_without_an_llm_is_refused_clearly() -> None:
     )
     assert index.llm is None
     with pytest.raises(MissingModelError, match="hypothetical answer"):
-        index.as_retriever(hyde="comb_extraction")
+        index.as_retriever(mode="entity_event", hyde="comb_extraction")
 
 
 def test_unusable_cue_output_falls_back_to_the_query(index: E2RAGIndex) -> None:
@@ -185,8 +185,8 @@ def test_persisted_index_retrieves_exactly_the_same(index: E2RAGIndex, tmp_path:
     index.storage_context.persist(str(tmp_path))
     loaded = load(tmp_path, llm=ScriptedLLM(names=NAMES))
     for query in QUERIES:
-        before = index.as_retriever(similarity_top_k=3).retrieve(query)
-        after = loaded.as_retriever(similarity_top_k=3).retrieve(query)
+        before = index.as_retriever(mode="entity_event", similarity_top_k=3).retrieve(query)
+        after = loaded.as_retriever(mode="entity_event", similarity_top_k=3).retrieve(query)
         assert summary(after) == summary(before)
         assert [n.node.metadata for n in after] == [n.node.metadata for n in before]
 
@@ -217,8 +217,8 @@ def test_store_ignoring_node_ids_gives_the_same_ranking(index: E2RAGIndex) -> No
     storage.add_vector_store(_IgnoresNodeIds(), namespace(NodeKind.EVENT))
     other = make_index(storage_context=storage)
     for query in QUERIES:
-        expected = summary(index.as_retriever(similarity_top_k=3).retrieve(query))
-        assert summary(other.as_retriever(similarity_top_k=3).retrieve(query)) == expected
+        expected = summary(index.as_retriever(mode="entity_event", similarity_top_k=3).retrieve(query))
+        assert summary(other.as_retriever(mode="entity_event", similarity_top_k=3).retrieve(query)) == expected
 
 
 def test_prompts_are_exposed_and_replaceable(index: E2RAGIndex) -> None:
@@ -248,7 +248,7 @@ def test_offline_defaults_spacy_cues_and_minilm_embeddings() -> None:
         chunk_overlap=0,
     )
     assert index.llm is None and isinstance(index.extractors[0], GroundedExtractor)
-    retriever = index.as_retriever(similarity_top_k=2)
+    retriever = index.as_retriever(mode="entity_event", similarity_top_k=2)
     plan = retriever.plan(LATER_FACET)
     assert "Hermione" in plan.entity_cues and plan.event_cues
     nodes = retriever.retrieve(LATER_FACET)

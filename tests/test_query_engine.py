@@ -45,7 +45,7 @@ def _check_sources(index: E2RAGIndex, response: object) -> None:
 
 
 def test_sync_query_feeds_the_assembled_context(index: E2RAGIndex, llm: ScriptedLLM) -> None:
-    engine = index.as_query_engine(similarity_top_k=2)
+    engine = index.as_query_engine(mode="entity_event", similarity_top_k=2)
     assert isinstance(engine, RetrieverQueryEngine)
     response = engine.query(QUESTION)
     assert isinstance(response, Response) and str(response) == ANSWER
@@ -62,28 +62,28 @@ def test_sync_query_feeds_the_assembled_context(index: E2RAGIndex, llm: Scripted
 
 
 async def test_async_query(index: E2RAGIndex, llm: ScriptedLLM) -> None:
-    response = await index.as_query_engine(similarity_top_k=2).aquery(QUESTION)
+    response = await index.as_query_engine(mode="entity_event", similarity_top_k=2).aquery(QUESTION)
     assert str(response) == ANSWER
     _check_sources(index, response)
     assert "Passages in story order" in _answer_prompt(llm)
 
 
 def test_streaming_query(index: E2RAGIndex) -> None:
-    response = index.as_query_engine(similarity_top_k=2, streaming=True).query(QUESTION)
+    response = index.as_query_engine(mode="entity_event", similarity_top_k=2, streaming=True).query(QUESTION)
     assert isinstance(response, StreamingResponse)
     assert "".join(response.response_gen) == ANSWER
     _check_sources(index, response)
 
 
 async def test_async_streaming_query(index: E2RAGIndex) -> None:
-    response = await index.as_query_engine(similarity_top_k=2, streaming=True).aquery(QUESTION)
+    response = await index.as_query_engine(mode="entity_event", similarity_top_k=2, streaming=True).aquery(QUESTION)
     assert isinstance(response, AsyncStreamingResponse)
     assert "".join([t async for t in response.async_response_gen()]) == ANSWER
     _check_sources(index, response)
 
 
 def test_hyde_query_engine_drafts_once(index: E2RAGIndex, llm: ScriptedLLM) -> None:
-    response = index.as_query_engine(hyde="hyp_embedding").query(QUESTION)
+    response = index.as_query_engine(mode="entity_event", hyde="hyp_embedding").query(QUESTION)
     assert str(response) == ANSWER
     assert llm.calls_by_kind["hypothetical_answer"] == 1
     assert llm.calls_by_kind["query_cues"] == 0
@@ -149,7 +149,7 @@ def test_answer_prompt_is_replaceable_like_any_engine_prompt(
 ) -> None:
     from llama_index.core.prompts import PromptTemplate
 
-    engine = index.as_query_engine(similarity_top_k=2)
+    engine = index.as_query_engine(mode="entity_event", similarity_top_k=2)
     assert "response_synthesizer:text_qa_template" in engine.get_prompts()
     engine.update_prompts(
         {"response_synthesizer:text_qa_template": PromptTemplate("MINE {context_str}|{query_str}")}

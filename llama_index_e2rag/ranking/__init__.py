@@ -1,0 +1,9 @@
+"""Framework-free scoring shared by both packages (no llama-index imports below this folder).
+
+``e2rag``: E²RAG's seeds → hop → rank; ``temporal``: *after / before / when* anchors;
+``narrative``: lexical + dense + graph fusion; ``budget``: filling a word budget without repeats.
+"""
+
+from llama_index_e2rag.ranking.e2rag import mention_events, one_hop, rerank_mentions
+
+__all__ = ["mention_events", "one_hop", "rerank_mentions"]

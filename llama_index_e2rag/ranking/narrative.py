@@ -1,0 +1,403 @@
+"""The ``narrative`` mode's fusion: lexical + dense + graph signals + temporal anchors.
+
+Framework-free (NumPy and the schema only) so both packages and the weight-fitting script score
+passages identically. A ``PassageTable`` is the read model of one index state: passages in story
+order with their vectors, and the graph read per passage (which characters are mentioned there,
+pronouns resolved by the parser included; which events happen there, with their participants).
+``signals`` turns one question into per-passage signal arrays; ``rank`` combines them with
+``NarrativeWeights`` and applies continuation. Splitting the two lets the fitting script compute
+signals once per question and search weights cheaply.
+
+Signals (each an array over passages):
+
+* ``lexical``, ``dense``: BM25 and cosine, standardised over the passages (z-scores), so their
+  weights compare across indexes of any size;
+* ``mention``: share of the question's characters (IDF-weighted) mentioned in the passage; a
+  question name matches a mention through its most specific word ("McGregor" ~ "Mr. McGregor");
+* ``event``: the passage has an event whose predicate lemma is one of the question's (IDF over
+  events, so *be / have / do* weigh little), more when it shares a participant;
+* ``co_event``: two of the question's characters take part in one event of the passage;
+* ``anchor``: *after / before / when …* — see ``temporal``; the anchor passages are the best
+  passages for the anchor clause by the same lexical, dense and event signals;
+* ``edge``: *first / last / finally* questions lean toward the start or end of the story.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from llama_index_e2rag.ranking.temporal import TemporalCue, anchor_boost, edge_prior
+from llama_index_e2rag.schema import GraphNode, normalize_text
+
+SIGNALS = ("lexical", "dense", "mention", "event", "co_event", "anchor", "edge")
+#: Where the fitted weights ship (see ``benchmarks/fit_narrative.py`` for how they were fitted).
+WEIGHTS_PATH = Path(__file__).resolve().parent.parent / "data" / "narrative_weights.json"
+#: Words of a name that never identify a character on their own.
+_TITLES = frozenset(
+    "mr mrs ms miss dr sir lady lord king queen prince princess the a an of old young little "
+    "st saint master mistress madame monsieur".split()
+)
+
+
+@dataclass(frozen=True)
+class NarrativeWeights:
+    """How signals combine (fitted on FairytaleQA train; see ``WEIGHTS_PATH``).
+
+    ``continuation``: a hit within this many z-units of the best hit brings the passage that
+    follows it (negative: never). ``anchor_span`` / ``anchor_decay`` / ``anchor_self``: how far
+    the anchor bonus reaches, how fast it falls and what the anchor itself gets;
+    ``anchor_top``: anchor passages taken per clause.
+    """
+
+    lexical: float = 0.5
+    dense: float = 0.5
+    mention: float = 0.0
+    event: float = 0.0
+    co_event: float = 0.0
+    anchor: float = 3.0
+    edge: float = 0.0
+    continuation: float = 0.15
+    anchor_span: int = 2
+    anchor_decay: float = 0.5
+    anchor_self: float = 0.5
+    anchor_top: int = 1
+
+    @classmethod
+    def fitted(cls) -> "NarrativeWeights":
+        """The shipped fitted weights (the class defaults if the file is missing)."""
+        if not WEIGHTS_PATH.exists():
+            return cls()
+        data = json.loads(WEIGHTS_PATH.read_text(encoding="utf-8"))
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.get("weights", {}).items() if k in known})
+
+    def without(self, *signals: str) -> "NarrativeWeights":
+        """The same weights with some signals (or ``continuation``) switched off."""
+        changes = {}
+        for name in signals:
+            if name == "continuation":
+                changes[name] = -1.0
+            elif name in SIGNALS:
+                changes[name] = 0.0
+            else:
+                raise ValueError(f"unknown signal {name!r}; choose from {SIGNALS + ('continuation',)}")
+        return NarrativeWeights(**{**asdict(self), **changes})
+
+
+@dataclass
+class PassageTable:
+    """Passages of one index state in story order, with the graph read per passage."""
+
+    ids: list[str]
+    doc_of: np.ndarray
+    vectors: np.ndarray
+    #: normalised mention name -> sorted passage rows where it is mentioned
+    names: dict[str, np.ndarray] = field(default_factory=dict)
+    #: word of a name -> names containing it
+    name_words: dict[str, set[str]] = field(default_factory=dict)
+    #: predicate lemma -> [(passage row, participant names)]
+    events: dict[str, list[tuple[int, frozenset[str]]]] = field(default_factory=dict)
+    #: event id -> passage row (for explanations)
+    event_rows: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def row_of(self, doc_order: int, offset: int) -> Optional[int]:
+        """The passage holding character ``offset`` of the document with that order."""
+        key = (doc_order, offset)
+        i = bisect.bisect_right(self._starts, key) - 1
+        if i < 0 or self._starts[i][0] != doc_order:
+            return None
+        return i
+
+    def set_starts(self, starts: list[tuple[int, int]]) -> None:
+        self._starts = starts
+
+
+def build_table(
+    passages: Sequence[GraphNode],
+    vectors: np.ndarray,
+    mentions: Iterable[GraphNode],
+    events: Iterable[GraphNode],
+) -> PassageTable:
+    """Read the graph per passage: mention occurrences and events placed by their offsets.
+
+    ``passages`` must be in story order with ``vectors`` in the same order. A mention's
+    occurrences are its ``attrs["spans"]`` (the parser records pronouns it resolved there too)
+    or its ``span``; a node without offsets (LLM-extracted) is placed at its ``pos``.
+    """
+    table = PassageTable(
+        ids=[p.id for p in passages],
+        doc_of=np.array([p.pos[0] for p in passages], dtype=np.int64),
+        vectors=_unit_rows(np.asarray(vectors, dtype=np.float32)),
+    )
+    table.set_starts([(p.pos[0], p.pos[1]) for p in passages])
+    rows_by_name: dict[str, set[int]] = {}
+    for mention in mentions:
+        name = normalize_text(mention.name or mention.text)
+        if not name:
+            continue
+        for offset in _offsets(mention):
+            row = table.row_of(mention.pos[0], offset)
+            if row is not None:
+                rows_by_name.setdefault(name, set()).add(row)
+    table.names = {n: np.array(sorted(r), dtype=np.int64) for n, r in rows_by_name.items()}
+    for name in table.names:
+        for word in name.split():
+            table.name_words.setdefault(word, set()).add(name)
+    for event in events:
+        lemma = (event.attrs.get("lemma") or "").lower()
+        offset = event.span[0] if event.span else event.pos[1]
+        row = table.row_of(event.pos[0], offset)
+        if not lemma or row is None:
+            continue
+        participants = frozenset(normalize_text(p) for p in event.attrs.get("participants", ()))
+        table.events.setdefault(lemma, []).append((row, participants))
+        table.event_rows[event.id] = row
+    return table
+
+
+def _offsets(node: GraphNode) -> list[int]:
+    spans = node.attrs.get("spans")
+    if spans:
+        return [int(s[0]) for s in spans]
+    return [node.span[0] if node.span else node.pos[1]]
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    if matrix.size == 0:
+        return matrix
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1.0, norms)
+
+
+@dataclass(frozen=True)
+class QueryGraph:
+    """What the parser read in the question (or the anchor clause)."""
+
+    names: tuple[str, ...] = ()
+    #: (predicate lemma, participant names) per event
+    events: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[GraphNode]) -> "QueryGraph":
+        names, events = [], []
+        for node in nodes:
+            if node.kind.value == "mention":
+                names.append(normalize_text(node.name or node.text))
+            elif node.kind.value == "event" and node.attrs.get("lemma"):
+                participants = frozenset(
+                    normalize_text(p) for p in node.attrs.get("participants", ())
+                )
+                events.append((node.attrs["lemma"].lower(), participants))
+        return cls(tuple(dict.fromkeys(n for n in names if n)), tuple(events))
+
+
+@dataclass
+class Signals:
+    """Per-passage signal arrays of one question (and of its anchor clause, if any)."""
+
+    lexical: np.ndarray
+    dense: np.ndarray
+    mention: np.ndarray
+    event: np.ndarray
+    co_event: np.ndarray
+    cue: Optional[TemporalCue] = None
+    #: the anchor clause's own lexical / dense / event arrays (its anchors depend on weights)
+    clause: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None
+
+
+def zscore(values: np.ndarray) -> np.ndarray:
+    """Standardised scores (all zero when every passage scores the same)."""
+    if values.size == 0:
+        return values.astype(np.float32)
+    std = float(values.std())
+    if std == 0.0:
+        return np.zeros_like(values, dtype=np.float32)
+    return ((values - values.mean()) / std).astype(np.float32)
+
+
+def signals(
+    table: PassageTable,
+    lexical: np.ndarray,
+    query_vector: np.ndarray,
+    graph: QueryGraph,
+    cue: Optional[TemporalCue] = None,
+    clause: Optional[tuple[np.ndarray, np.ndarray, QueryGraph]] = None,
+) -> Signals:
+    """Signal arrays for one question; ``clause`` is the anchor clause's (BM25, vector, graph)."""
+    out = Signals(
+        lexical=zscore(lexical),
+        dense=zscore(table.vectors @ _unit(query_vector)) if len(table) else np.zeros(0),
+        mention=mention_signal(table, graph.names),
+        event=event_signal(table, graph),
+        co_event=co_event_signal(table, graph),
+        cue=cue,
+    )
+    if clause is not None:
+        c_lex, c_vec, c_graph = clause
+        out.clause = (
+            zscore(c_lex),
+            zscore(table.vectors @ _unit(c_vec)) if len(table) else np.zeros(0),
+            event_signal(table, c_graph),
+        )
+    return out
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else vector
+
+
+def match_names(table: PassageTable, name: str) -> list[str]:
+    """Mention names a question name refers to (a name/alias chain).
+
+    A mention name matches when it holds every proper word of the question name ("Peter" ~
+    "Peter Rabbit", "McGregor" ~ "Mr. McGregor") and the two do not carry different titles
+    ("Mrs. Rabbit" is not "Mr. Rabbit").
+    """
+    words = [w for w in name.split() if w not in _TITLES]
+    if not words:
+        return [name] if name in table.names else []
+    found = set.intersection(*(table.name_words.get(w, set()) for w in words))
+    titles = set(name.split()) & _TITLES
+    if titles:
+        found = {n for n in found if not (set(n.split()) & _TITLES) or set(n.split()) & titles}
+    return sorted(found)
+
+
+def mention_signal(table: PassageTable, names: Sequence[str]) -> np.ndarray:
+    """IDF-weighted share of the question's characters mentioned in each passage."""
+    out = np.zeros(len(table), dtype=np.float32)
+    total = 0.0
+    for name in names:
+        rows = _rows_of(table, name)
+        if rows.size == 0:
+            continue
+        idf = math.log(1.0 + len(table) / rows.size)
+        out[rows] += idf
+        total += idf
+    return out / total if total else out
+
+
+def _rows_of(table: PassageTable, name: str) -> np.ndarray:
+    matched = [table.names[n] for n in match_names(table, name)]
+    return np.unique(np.concatenate(matched)) if matched else np.zeros(0, dtype=np.int64)
+
+
+def event_signal(table: PassageTable, graph: QueryGraph) -> np.ndarray:
+    """Best matching event per passage: lemma IDF (scaled to 1), +50 % with a shared participant."""
+    out = np.zeros(len(table), dtype=np.float32)
+    if not graph.events or not table.events:
+        return out
+    total_events = sum(len(v) for v in table.events.values())
+    max_idf = math.log(1.0 + total_events)
+    aliases = {n: set(match_names(table, n)) | {n} for n in graph.names}
+    for lemma, participants in graph.events:
+        found = table.events.get(lemma, ())
+        if not found:
+            continue
+        weight = math.log(1.0 + total_events / len(found)) / max_idf
+        wanted = set().union(*(aliases.get(p, {p}) for p in participants)) if participants else set()
+        for row, who in found:
+            value = weight * (1.0 if wanted and who & wanted else 2.0 / 3.0)
+            out[row] = max(out[row], value)
+    return out
+
+
+def co_event_signal(table: PassageTable, graph: QueryGraph) -> np.ndarray:
+    """1 where an event of the passage has two (or more) of the question's characters."""
+    out = np.zeros(len(table), dtype=np.float32)
+    if len(graph.names) < 2:
+        return out
+    alias_sets = [set(match_names(table, n)) | {n} for n in graph.names]
+    for found in table.events.values():
+        for row, who in found:
+            if sum(1 for aliases in alias_sets if who & aliases) >= 2:
+                out[row] = 1.0
+    return out
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A ranked passage row, its fused score, and what brought it."""
+
+    row: int
+    score: float
+    contributions: dict[str, float]
+    continued_from: Optional[int] = None
+
+
+def fuse(table: PassageTable, sig: Signals, w: NarrativeWeights) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The fused score per passage and each signal's weighted contribution."""
+    parts: dict[str, np.ndarray] = {
+        "lexical": w.lexical * sig.lexical,
+        "dense": w.dense * sig.dense,
+        "mention": w.mention * sig.mention,
+        "event": w.event * sig.event,
+        "co_event": w.co_event * sig.co_event,
+    }
+    cue = sig.cue
+    if cue is not None and cue.relation in ("first", "last") and w.edge:
+        parts["edge"] = w.edge * edge_prior(table.doc_of, cue.relation)
+    if cue is not None and sig.clause is not None and w.anchor and len(table):
+        c_lex, c_dense, c_event = sig.clause
+        anchor_score = w.lexical * c_lex + w.dense * c_dense + w.event * c_event
+        top = np.argsort(-anchor_score, kind="stable")[: max(1, w.anchor_top)]
+        boost = anchor_boost(
+            table.doc_of, [int(i) for i in top], cue.relation, w.anchor_span, w.anchor_decay,
+            w.anchor_self,
+        )
+        parts["anchor"] = w.anchor * boost
+    total = np.zeros(len(table), dtype=np.float32)
+    for value in parts.values():
+        total = total + value
+    return total, parts
+
+
+def rank(table: PassageTable, sig: Signals, w: NarrativeWeights, limit: int) -> list[Ranked]:
+    """The best passages, each strong hit followed by its next passage (continuation).
+
+    ``limit`` bounds how many rows come back (continuations included); the caller fills its
+    budget from the front of this list.
+    """
+    if not len(table):
+        return []
+    total, parts = fuse(table, sig, w)
+    depth = min(len(table), max(limit, 1))
+    order = np.argsort(-total, kind="stable")[: depth]
+    best = float(total[order[0]])
+    out: list[Ranked] = []
+    seen: set[int] = set()
+    for row in (int(r) for r in order):
+        if len(out) >= depth:
+            break
+        if row in seen:
+            continue
+        seen.add(row)
+        out.append(Ranked(row, float(total[row]), _contrib(parts, row)))
+        nxt = row + 1
+        if (
+            w.continuation >= 0
+            and float(total[row]) >= best - w.continuation
+            and nxt < len(table)
+            and table.doc_of[nxt] == table.doc_of[row]
+            and nxt not in seen
+            and len(out) < depth
+        ):
+            seen.add(nxt)
+            out.append(Ranked(nxt, float(total[nxt]), _contrib(parts, nxt), continued_from=row))
+    return out
+
+
+def _contrib(parts: dict[str, np.ndarray], row: int) -> dict[str, float]:
+    return {name: round(float(v[row]), 4) for name, v in parts.items() if float(v[row]) != 0.0}

@@ -1,0 +1,140 @@
+"""Temporal anchoring: where in the story a question points, from its time words.
+
+*"What did Peter do after he lost his shoes?"* asks about the story that **follows** the event
+"he lost his shoes": the anchor. The question's time word gives the relation, the clause it
+introduces is the anchor's description; the caller finds the anchor passages (by the same
+lexical, dense and event signals as the question) and ``anchor_boost`` turns them into a bonus
+for the passages that follow (*after*, *then*), precede (*before*, *until*) or surround (*when*,
+*while*, *during*, *as*) the anchor, decaying with the distance in passages. *first* and
+*last / finally / at the end* carry no clause; they point at the beginning or end of the story
+(``edge_prior``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, Optional, Sequence
+
+import numpy as np
+
+Relation = Literal["after", "before", "during", "first", "last"]
+
+_CONNECTIVES: tuple[tuple[str, Relation], ...] = (
+    (r"as soon as", "after"),
+    (r"right after|soon after|shortly after|after|afterwards|once", "after"),
+    (r"just before|right before|shortly before|before|until|till|prior to", "before"),
+    (r"when|whenever|while|during|as", "during"),
+)
+_CONNECTIVE = re.compile(
+    r"\b(" + "|".join(p for p, _ in _CONNECTIVES) + r")\b", re.IGNORECASE
+)
+_RELATION = {
+    word: relation
+    for pattern, relation in _CONNECTIVES
+    for word in pattern.split("|")
+}
+_THEN = re.compile(r"\b(and then|then)\b", re.IGNORECASE)
+_FIRST = re.compile(r"\b(first|at first|in the beginning|at the beginning)\b", re.IGNORECASE)
+_LAST = re.compile(r"\b(last|finally|in the end|at the end|eventually)\b", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"[,;?!.]")
+#: Fewest words an anchor clause needs ("the troll incident" yes, "that" no).
+MIN_CLAUSE_WORDS = 2
+
+
+@dataclass(frozen=True)
+class TemporalCue:
+    """A question's time relation and the description of its anchor ("" for first/last)."""
+
+    relation: Relation
+    clause: str
+    word: str
+
+
+def temporal_cue(question: str) -> Optional[TemporalCue]:
+    """The question's temporal cue, or ``None`` when it has none.
+
+    The clause is what the connective introduces, up to the next comma or the end of the
+    question ("after the troll incident, what …" → "the troll incident"); a question that opens
+    with "When did …" is about the time of the event it names, so its clause is the rest of the
+    question and the relation is *during*. "…, then …" anchors on what comes before "then".
+    """
+    text = question.strip()
+    for match in _CONNECTIVE.finditer(text):
+        word = match.group(1).lower()
+        if word == "as" and not _is_clause_as(text, match):
+            continue
+        rest = text[match.end() :]
+        cut = _CLAUSE_END.search(rest)
+        clause = (rest[: cut.start()] if cut else rest).strip()
+        if len(clause.split()) >= MIN_CLAUSE_WORDS:
+            return TemporalCue(_RELATION[word], clause, word)
+    then = _THEN.search(text)
+    if then:
+        parts = [p.strip() for p in _CLAUSE_END.split(text[: then.start()]) if p.strip()]
+        clause = parts[-1] if parts else ""
+        if len(clause.split()) >= MIN_CLAUSE_WORDS:
+            return TemporalCue("after", clause, then.group(1).lower())
+    if _FIRST.search(text):
+        return TemporalCue("first", "", "first")
+    if _LAST.search(text):
+        return TemporalCue("last", "", _LAST.search(text).group(1).lower())  # type: ignore[union-attr]
+    return None
+
+
+def _is_clause_as(text: str, match: re.Match[str]) -> bool:
+    """"as" is temporal only when a clause follows ("as he ran"), not "as big as", "such as"."""
+    before = text[: match.start()].rstrip().lower()
+    after = text[match.end() :].lstrip().lower()
+    if before.endswith(("such", "as", "same", "so", "known", "well")):
+        return False
+    first = after.split(" ", 1)[0] if after else ""
+    return first in {"he", "she", "they", "it", "i", "we", "you", "the", "his", "her", "their"}
+
+
+def anchor_boost(
+    doc_of: Sequence[int] | np.ndarray,
+    anchors: Sequence[int],
+    relation: Relation,
+    span: int,
+    decay: float,
+    self_weight: float,
+) -> np.ndarray:
+    """A bonus per unit (in story order) for being where ``relation`` points from ``anchors``.
+
+    Units are consecutive in story order and ``doc_of`` gives each unit's document, so the
+    story never runs across a document boundary. The unit ``d`` steps after (or before) an
+    anchor gets ``decay ** (d - 1)`` for ``d <= span``; the anchor itself gets ``self_weight``
+    (it often states the answer's premise); *during* rewards the anchor (1.0) and its neighbours
+    (``decay``). Several anchors: the best bonus per unit.
+    """
+    doc_of = np.asarray(doc_of)
+    n = len(doc_of)
+    boost = np.zeros(n, dtype=np.float32)
+    for anchor in anchors:
+        if not 0 <= anchor < n:
+            continue
+        if relation == "during":
+            steps = [(anchor, 1.0)] + [
+                (anchor + d * sign, decay ** d) for d in range(1, span + 1) for sign in (1, -1)
+            ]
+        else:
+            sign = 1 if relation == "after" else -1
+            steps = [(anchor, self_weight)] + [
+                (anchor + sign * d, decay ** (d - 1)) for d in range(1, span + 1)
+            ]
+        for unit, value in steps:
+            if 0 <= unit < n and doc_of[unit] == doc_of[anchor]:
+                boost[unit] = max(boost[unit], value)
+    return boost
+
+
+def edge_prior(doc_of: Sequence[int] | np.ndarray, relation: Relation) -> np.ndarray:
+    """*first*: 1 at the start of each document falling to 0 at its end; *last*: the reverse."""
+    doc_of = np.asarray(doc_of)
+    prior = np.zeros(len(doc_of), dtype=np.float32)
+    for doc in np.unique(doc_of):
+        rows = np.flatnonzero(doc_of == doc)
+        ramp = np.linspace(1.0, 0.0, len(rows)) if len(rows) > 1 else np.ones(1)
+        prior[rows] = ramp if relation == "first" else ramp[::-1]
+    return prior

@@ -1,0 +1,278 @@
+"""``narrative`` mode: sentence-aligned passages ranked by lexical, dense and graph signals fused.
+
+The default mode of ``E2RAGIndex``. One query:
+
+1. reads the question with the same parser that built the graph (its characters and events) and
+   its temporal cue (*after / before / when / first / last* …, ``ranking.temporal``);
+2. scores every passage with BM25 (``bm25s``) and the embedding, plus the graph signals of
+   ``ranking.narrative`` (mentions, events, co-participation, temporal anchor, story edge);
+3. fuses them with the fitted ``NarrativeWeights``, lets strong hits bring the passage that follows
+   them (continuation), and fills ``budget_words`` (or returns ``similarity_top_k`` passages)
+   without repeating text, cutting the last passage at a sentence end.
+
+Every returned node says what brought it: ``metadata["signals"]`` holds each signal's weighted
+contribution to its score (``continuation`` names the passage it continues).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional, Sequence
+
+import numpy as np
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.schema import (
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+    TextNode,
+)
+
+from llama_index_e2rag.context import (
+    EVIDENCE_KEY,
+    POS_KEY,
+    POSITION_KEY,
+    ContextOrder,
+    format_position,
+)
+from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
+from llama_index_e2rag.passage_cache import NarrativeState, narrative_state
+from llama_index_e2rag.ranking.budget import Piece, fill_budget
+from llama_index_e2rag.ranking.narrative import (
+    SIGNALS,
+    NarrativeWeights,
+    QueryGraph,
+    Ranked,
+    Signals,
+    rank,
+    signals,
+)
+from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
+from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS
+
+#: Metadata key of a result's explanation: ``{signal: weighted contribution}``.
+SIGNALS_KEY = "signals"
+_HIDDEN = (*BOOKKEEPING_KEYS, SIGNALS_KEY, "span")
+
+
+class NarrativeRetriever(BaseRetriever):
+    """Fused lexical + dense + graph retrieval of sentence-aligned passages.
+
+    Args:
+        index: an ``E2RAGIndex``.
+        similarity_top_k: passages returned when no budget is given (continuations count).
+        budget_words: fill this many words instead (no text twice; the last passage is cut at a
+            sentence end). ``similarity_top_k`` is then ignored.
+        weights: ``NarrativeWeights`` (default: the fitted ones shipped with the package).
+        disable: signals to switch off, e.g. ``("anchor", "continuation")``.
+    """
+
+    def __init__(
+        self,
+        index: Any,
+        similarity_top_k: int = 10,
+        budget_words: Optional[int] = None,
+        weights: Optional[NarrativeWeights] = None,
+        disable: Sequence[str] = (),
+        callback_manager: Optional[CallbackManager] = None,
+        verbose: bool = False,
+    ) -> None:
+        if similarity_top_k < 1:
+            raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
+        if budget_words is not None and budget_words < 1:
+            raise ValueError(f"budget_words must be at least 1, got {budget_words}")
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._index = index
+        self.similarity_top_k = similarity_top_k
+        self.budget_words = budget_words
+        self.weights = (weights or NarrativeWeights.fitted()).without(*disable)
+        self._parser: Any = None
+
+    @property
+    def context_order(self) -> ContextOrder:
+        """The answer LLM reads the evidence in story order."""
+        return "story"
+
+    # -- llama-index entry points -------------------------------------------------------------
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query = query_bundle.query_str
+        state = narrative_state(self._index)
+        cue, texts = self._texts(query)
+        embed = self._index.embed_model
+        vectors = [embed.get_query_embedding(t) for t in texts]
+        graphs = [self._read(t) for t in texts]
+        return self._select(state, texts, vectors, graphs, cue)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query = query_bundle.query_str
+        state = await asyncio.to_thread(narrative_state, self._index)
+        cue, texts = self._texts(query)
+        embed = self._index.embed_model
+        vectors = list(await asyncio.gather(*(embed.aget_query_embedding(t) for t in texts)))
+        graphs = [await asyncio.to_thread(self._read, t) for t in texts]
+        return self._select(state, texts, vectors, graphs, cue)
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _texts(self, query: str) -> tuple[Optional[TemporalCue], list[str]]:
+        """The question, and the anchor clause when its temporal cue has one."""
+        cue = temporal_cue(query) if self.weights.anchor or self.weights.edge else None
+        if cue is not None and cue.clause and self.weights.anchor:
+            return cue, [query, cue.clause]
+        return cue, [query]
+
+    def _read(self, text: str) -> QueryGraph:
+        """Characters and events of a text, by the graph's own parser (none without spaCy)."""
+        if not (self.weights.mention or self.weights.event or self.weights.co_event):
+            return QueryGraph()
+        if self._parser is None:
+            self._parser = _find_parser(self._index)
+        if self._parser is False:
+            return QueryGraph()
+        try:
+            return QueryGraph.from_nodes(self._parser.query_nodes(text))
+        except ImportError:  # spaCy or its model is not installed
+            self._parser = False
+            return QueryGraph()
+
+    def signals(self, query: str) -> tuple[NarrativeState, Signals]:
+        """The index's passage state and this question's signal arrays (before weighting).
+
+        What ``retrieve`` ranks from; public so weights can be fitted without re-parsing and
+        re-embedding each question for every candidate weighting.
+        """
+        state = narrative_state(self._index)
+        cue, texts = self._texts(query)
+        embed = self._index.embed_model
+        vectors = [embed.get_query_embedding(t) for t in texts]
+        return state, self._signals(state, texts, vectors, [self._read(t) for t in texts], cue)
+
+    def _signals(
+        self,
+        state: NarrativeState,
+        texts: list[str],
+        vectors: list[list[float]],
+        graphs: list[QueryGraph],
+        cue: Optional[TemporalCue],
+    ) -> Signals:
+        clause = None
+        if len(texts) > 1:
+            clause = (state.lexical.scores(texts[1]), np.asarray(vectors[1]), graphs[1])
+        return signals(
+            state.table,
+            state.lexical.scores(texts[0]),
+            np.asarray(vectors[0]),
+            graphs[0],
+            cue,
+            clause,
+        )
+
+    def _select(
+        self,
+        state: NarrativeState,
+        texts: list[str],
+        vectors: list[list[float]],
+        graphs: list[QueryGraph],
+        cue: Optional[TemporalCue],
+    ) -> list[NodeWithScore]:
+        if not len(state.table):
+            return []
+        return self.results(state, self._signals(state, texts, vectors, graphs, cue))
+
+    def results(self, state: NarrativeState, sig: Signals) -> list[NodeWithScore]:
+        """Rank, continue and fill the budget from precomputed signals."""
+        table = state.table
+        ranked = rank(table, sig, self.weights, self._depth(table))
+        graph_nodes = self._index.graph_store.get_nodes([table.ids[r.row] for r in ranked])
+        by_id = {n.id: n for n in graph_nodes}
+        pieces = []
+        for r in ranked:
+            node = by_id.get(table.ids[r.row])
+            if node is not None:
+                pieces.append(Piece(r, node.doc_id, node.span[0] if node.span else None, node.text))
+        kept = fill_budget(pieces, self.budget_words)
+        if self.budget_words is None:
+            kept = kept[: self.similarity_top_k]
+        chunk_meta = self._chunk_metadata({state.chunk_ids[k.piece.key.row] for k in kept})
+        results = []
+        for item in kept:
+            row: Ranked = item.piece.key
+            node = by_id[table.ids[row.row]]
+            explanation = dict(row.contributions)
+            if row.continued_from is not None:
+                explanation["continuation"] = round(_score_of(ranked, row.continued_from), 4)
+            meta = chunk_meta.get(node.chunk_id or "", {})
+            results.append(
+                NodeWithScore(
+                    node=_passage_node(node, item.text, item.start, item.end, meta, explanation),
+                    score=row.score,
+                )
+            )
+        return results
+
+    def _depth(self, table: Any) -> int:
+        """How many ranked passages to consider: enough to fill the budget twice over."""
+        if self.budget_words is None:
+            return self.similarity_top_k
+        words = max(1, self._index.passage_words)
+        return min(len(table), 2 * (self.budget_words // words + 1) + 10)
+
+    def _chunk_metadata(self, chunk_ids: set[str]) -> dict[str, dict[str, Any]]:
+        """User metadata (file name, title …) of the chunks holding the passages."""
+        chunks = self._index.get_chunks(sorted(i for i in chunk_ids if i))
+        return {
+            c.node_id: {k: v for k, v in c.metadata.items() if k not in INTERNAL_METADATA_KEYS}
+            for c in chunks
+        }
+
+
+def _score_of(ranked: Sequence[Ranked], row: int) -> float:
+    return next((r.score for r in ranked if r.row == row), 0.0)
+
+
+def _passage_node(
+    node: Any,
+    text: str,
+    start: Optional[int],
+    end: Optional[int],
+    source_meta: dict[str, Any],
+    explanation: dict[str, float],
+) -> TextNode:
+    metadata = dict(source_meta)
+    metadata.update(
+        {
+            POSITION_KEY: format_position(node.pos),
+            POS_KEY: list(node.pos),
+            "doc_id": node.doc_id,
+            "chunk_id": node.chunk_id,
+            "span": [start, end],
+            "retriever": "narrative",
+            EVIDENCE_KEY: [],
+            SIGNALS_KEY: explanation,
+        }
+    )
+    hidden = list(_HIDDEN)
+    return TextNode(
+        id_=node.id,
+        text=text,
+        metadata=metadata,
+        excluded_embed_metadata_keys=hidden,
+        excluded_llm_metadata_keys=hidden,
+        start_char_idx=start,
+        end_char_idx=end,
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=node.doc_id)},
+    )
+
+
+def _find_parser(index: Any) -> Any:
+    """The index's GroundedExtractor (the graph's own parser), else a new one."""
+    from llama_index_e2rag.extract.grounded import GroundedExtractor
+
+    for extractor in getattr(index, "extractors", None) or ():
+        if isinstance(extractor, GroundedExtractor):
+            return extractor
+    return GroundedExtractor()
+
+
+__all__ = ["NarrativeRetriever", "SIGNALS", "SIGNALS_KEY"]

@@ -1,0 +1,127 @@
+"""Sentences, passages and word counts of source text, framework-free and linear in its length.
+
+Every retriever cuts and counts text the same way (passages of the ``narrative`` mode, the word
+budget of every mode, extractive answers), so it lives here once. The splitter is a small rule
+splitter, not a model: a stop followed by white space ends a sentence unless it closes an
+abbreviation such as "Mr." or a single initial; blank lines always do.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr st jr sr prof capt col gen lt sgt rev hon mme mlle messrs esq vs etc viz no "
+    "vol ch chap fig p pp cf".split()
+)
+_SENTENCE_END = re.compile(r"[.!?]+['\"’”)\]]*(?=\s|$)")
+_PARAGRAPH = re.compile(r"\n\s*\n")
+_WORD_BEFORE = re.compile(r"(\w+)[.!?]*$")
+_WORD = re.compile(r"\S+")
+#: How far back from a stop the abbreviation check looks (a word is never longer).
+_LOOKBACK = 40
+
+Span = tuple[int, int]
+
+
+def split_sentences(text: str) -> list[Span]:
+    """``(start, end)`` character spans of the sentences of ``text``, white space trimmed."""
+    spans: list[Span] = []
+    for para_start, para_end in paragraph_spans(text):
+        start = para_start
+        for match in _SENTENCE_END.finditer(text, para_start, para_end):
+            end = match.end()
+            # a bounded look-back keeps this linear on text with many stops and no spaces
+            window = max(start, match.start() - _LOOKBACK)
+            word = _WORD_BEFORE.search(text, window, match.start() + 1)
+            token = word.group(1).lower() if word else ""
+            if match.group().startswith(".") and (token in _ABBREVIATIONS or len(token) == 1):
+                continue
+            _append_trimmed(spans, text, start, end)
+            start = end
+        _append_trimmed(spans, text, start, para_end)
+    return spans
+
+
+def paragraph_spans(text: str) -> list[Span]:
+    """Spans of the blank-line separated paragraphs (untrimmed, possibly empty)."""
+    spans, start = [], 0
+    for match in _PARAGRAPH.finditer(text):
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(text)))
+    return spans
+
+
+def _append_trimmed(spans: list[Span], text: str, start: int, end: int) -> None:
+    piece = text[start:end]
+    if not piece.strip():
+        return
+    lead = len(piece) - len(piece.lstrip())
+    trail = len(piece) - len(piece.rstrip())
+    spans.append((start + lead, end - trail))
+
+
+def count_words(text: str) -> int:
+    """Whitespace-separated words, the unit of every budget."""
+    return len(text.split())
+
+
+def word_spans(text: str, start: int, end: int) -> list[Span]:
+    """Spans of the whitespace-separated words of ``text[start:end]``."""
+    return [m.span() for m in _WORD.finditer(text, start, end)]
+
+
+def passage_spans(text: str, target_words: int, max_words: int | None = None) -> list[Span]:
+    """Sentence-aligned passages of about ``target_words`` words, in text order.
+
+    Consecutive sentences are joined until a passage holds ``target_words``; a paragraph break
+    closes a passage once it has half of that, so passages rarely straddle a scene change.
+    A single sentence longer than ``max_words`` (default ``4 * target_words``) is cut at word
+    boundaries: the only place a passage does not end on a sentence end.
+    """
+    if target_words < 1:
+        raise ValueError(f"target_words must be at least 1, got {target_words}")
+    limit = max_words or 4 * target_words
+    passages: list[Span] = []
+    current: list[Span] = []
+    words = 0
+
+    def close() -> None:
+        nonlocal current, words
+        if current:
+            passages.append((current[0][0], current[-1][1]))
+        current, words = [], 0
+
+    for start, end in split_sentences(text):
+        if current and words >= target_words / 2 and _PARAGRAPH.search(text, current[-1][1], start):
+            close()
+        n = count_words(text[start:end])
+        if n > limit:
+            close()
+            pieces = word_spans(text, start, end)
+            for i in range(0, len(pieces), limit):
+                part = pieces[i : i + limit]
+                passages.append((part[0][0], part[-1][1]))
+            continue
+        current.append((start, end))
+        words += n
+        if words >= target_words:
+            close()
+    close()
+    return passages
+
+
+def cut_at_sentence(text: str, max_words: int) -> str:
+    """The longest prefix of whole sentences of ``text`` with at most ``max_words`` words."""
+    if max_words <= 0:
+        return ""
+    if count_words(text) <= max_words:
+        return text
+    kept_end, used = 0, 0
+    for start, end in split_sentences(text):
+        n = count_words(text[start:end])
+        if used + n > max_words:
+            break
+        kept_end, used = end, used + n
+    return text[:kept_end].strip()
