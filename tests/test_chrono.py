@@ -351,7 +351,7 @@ def test_windows_never_cross_document_boundaries(index):
 
 
 def test_children_carry_links_and_positions(index):
-    nodes = ChronoRetriever(index, similarity_top_k=1, children_per_fact=2,
+    nodes = ChronoRetriever(index, similarity_top_k=1, children_per_fact=2, order="relevance",
                             token_budget=None).retrieve("Dave lit the great lamp")
     value, *chunks = nodes
     key = index.graph_store.get_node(value.node.node_id)
@@ -379,7 +379,8 @@ def test_children_carry_links_and_positions(index):
 
 def test_relevance_and_story_order(index):
     query = "Gwen Hugo wolves chapel Carol lantern"
-    ranked = ChronoRetriever(index, similarity_top_k=4, token_budget=None).retrieve(query)
+    ranked = ChronoRetriever(index, similarity_top_k=4, token_budget=None,
+                             order="relevance").retrieve(query)
     story = ChronoRetriever(index, similarity_top_k=4, token_budget=None,
                             order="story").retrieve(query)
     scores = [n.score for n in ranked]
@@ -399,10 +400,10 @@ def test_relevance_and_story_order(index):
 
 @pytest.mark.parametrize("budget", [7, 30, 80])
 def test_token_budget_is_never_exceeded(index, budget):
-    full = ChronoRetriever(index, similarity_top_k=10, token_budget=None,
-                           children_per_fact=1).retrieve("Alice Bob Carol storm lantern")
-    cut = ChronoRetriever(index, similarity_top_k=10, token_budget=budget,
-                          children_per_fact=1).retrieve("Alice Bob Carol storm lantern")
+    full = ChronoRetriever(index, similarity_top_k=10, token_budget=None, children_per_fact=1,
+                           faithful=True).retrieve("Alice Bob Carol storm lantern")
+    cut = ChronoRetriever(index, similarity_top_k=10, token_budget=budget, children_per_fact=1,
+                          faithful=True).retrieve("Alice Bob Carol storm lantern")
     assert sum(approx_token_count(n.node.text) for n in full) > budget
     assert sum(approx_token_count(n.node.text) for n in cut) <= budget + 1e-6
     assert [n.node.node_id for n in cut] == [n.node.node_id for n in full][: len(cut)]

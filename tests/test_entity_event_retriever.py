@@ -139,7 +139,7 @@ def test_hyde_variants_send_the_right_text(
 ) -> None:
     index, embed = recorded
     llm = ScriptedLLM(names=NAMES, hypothetical_text=HYPOTHESIS)
-    retriever = EntityEventRetriever(index, hyde=hyde, llm=llm)
+    retriever = EntityEventRetriever(index, hyde=hyde, llm=llm, faithful=True)
     embed.seen.clear()
     nodes = retriever.retrieve(LATER_FACET)
     combined = f"{LATER_FACET}\n{HYPOTHESIS}"

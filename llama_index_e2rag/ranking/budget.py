@@ -103,12 +103,23 @@ def fill_budget(
 
 def _sentences(piece: Piece, keep_whole: bool) -> list[tuple[Optional[int], Optional[int], str]]:
     text = piece.text
-    spans = [(0, len(text.rstrip()))] if keep_whole else split_sentences(text)
-    if not spans:
-        return []
+    if keep_whole:
+        spans = [(0, len(text.rstrip()))] if text.strip() else []
+    elif piece.start is None:  # assembled text (a list of facts): each line is a unit too
+        spans = [(a + s, a + e) for a, b in _lines(text) for s, e in split_sentences(text[a:b])]
+    else:
+        spans = split_sentences(text)
     if piece.start is None:
         return [(None, None, text[a:b]) for a, b in spans]
     return [(piece.start + a, piece.start + b, text[a:b]) for a, b in spans]
+
+
+def _lines(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for line in text.split("\n"):
+        spans.append((start, start + len(line)))
+        start += len(line) + 1
+    return spans
 
 
 def _kept(
@@ -119,7 +130,7 @@ def _kept(
     if not trimmed:
         text = piece.text.strip()
     elif piece.start is None:
-        text = " ".join(t for _, _, t in taken)
+        text = "\n".join(t for _, _, t in taken)
     else:
         parts = [piece.text[taken[0][0] - piece.start : taken[0][1] - piece.start]]
         for (_, prev_end, _), (start, end, _) in zip(taken, taken[1:]):

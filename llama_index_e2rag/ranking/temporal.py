@@ -138,3 +138,29 @@ def edge_prior(doc_of: Sequence[int] | np.ndarray, relation: Relation) -> np.nda
         ramp = np.linspace(1.0, 0.0, len(rows)) if len(rows) > 1 else np.ones(1)
         prior[rows] = ramp if relation == "first" else ramp[::-1]
     return prior
+
+
+def anchored(
+    scores: dict[str, float],
+    sequence: Sequence[tuple[str, int]],
+    anchors: Sequence[str],
+    relation: Relation,
+    weight: float,
+    span: int,
+    decay: float,
+    self_weight: float,
+) -> dict[str, float]:
+    """``scores`` of units (e.g. chunks) plus ``weight`` times their ``anchor_boost``.
+
+    ``sequence`` lists ``(unit id, document order)`` of every unit in story order, so distances
+    are counted in units of the story even when only a few of them are scored.
+    """
+    row = {unit: i for i, (unit, _) in enumerate(sequence)}
+    boost = anchor_boost(
+        [doc for _, doc in sequence], [row[a] for a in anchors if a in row], relation, span,
+        decay, self_weight,
+    )
+    return {
+        unit: score + (weight * float(boost[row[unit]]) if unit in row else 0.0)
+        for unit, score in scores.items()
+    }

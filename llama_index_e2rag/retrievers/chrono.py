@@ -27,6 +27,7 @@ from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, forma
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.extract.chrono import TOKEN_EPSILON, TokenCounter, approx_token_count
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, Position, normalize_text
 
 if TYPE_CHECKING:
@@ -83,6 +84,14 @@ class ChronoRetriever(BaseRetriever):
     LLM in the same order (``context_order``); ``token_budget`` (counted with ``token_counter`` on
     passage texts) is filled in relevance order, the overflowing passage cut. Every passage carries
     ``pos`` (``[doc_order, char_offset, ordinal]``) and a readable ``position``.
+
+    ``similarity_top_k`` counts facts used as keys; each brings one value passage and up to
+    ``children_per_fact`` chunk passages, so a result holds up to ``similarity_top_k * (1 +
+    children_per_fact)`` nodes. ``budget_words`` replaces ``token_budget``: the passages fill that
+    many words in relevance order, no sentence twice, the last one cut at a sentence end.
+    ``faithful=True`` keeps the paper's presentation (by relevance) as the default ``order``;
+    otherwise passages are presented in story order, so a character's earlier and later facets
+    read in the order they happen.
     """
 
     def __init__(
@@ -90,13 +99,18 @@ class ChronoRetriever(BaseRetriever):
         index: "E2RAGIndex",
         similarity_top_k: int = 20,
         window: int = 1,
-        order: PassageOrder = "relevance",
+        order: Optional[PassageOrder] = None,
         token_budget: Optional[int] = 1500,
         children_per_fact: int = 1,
         token_counter: Optional[TokenCounter] = None,
+        budget_words: Optional[int] = None,
+        faithful: bool = False,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
+        check_budget(budget_words)
+        if order is None:
+            order = "relevance" if faithful else "story"
         if similarity_top_k < 1:
             raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
         if window < 0:
@@ -117,7 +131,9 @@ class ChronoRetriever(BaseRetriever):
         self.similarity_top_k = similarity_top_k
         self.window = window
         self.order = order
-        self.token_budget = token_budget
+        self.token_budget = None if budget_words is not None else token_budget
+        self.budget_words = budget_words
+        self.faithful = faithful
         self.children_per_fact = children_per_fact
         self.token_counter: TokenCounter = token_counter or approx_token_count
         super().__init__(callback_manager=callback_manager, verbose=verbose)
@@ -179,9 +195,13 @@ class ChronoRetriever(BaseRetriever):
                 shown.add(chunk.id)
                 passages.append(_chunk_passage(chunk, key, score))
         selected = self._within_budget(passages)
+        nodes = [_to_node(p) for p in selected]
+        if self.budget_words is not None:
+            nodes = within_budget(nodes, self.budget_words)
         if self.order == "story":
-            selected.sort(key=lambda p: (p.pos, p.layer, p.id))
-        return [_to_node(p) for p in selected]
+            position = {p.id: (p.pos, p.layer, p.id) for p in selected}
+            nodes.sort(key=lambda n: position[n.node.node_id])
+        return nodes
 
     def _keys(
         self, graph: GraphStore, result: VectorStoreQueryResult

@@ -51,12 +51,21 @@ from llama_index_e2rag.context import (
 )
 from llama_index_e2rag.errors import LLMOutputError, MissingModelError
 from llama_index_e2rag.ranking import mention_events, one_hop, rerank_mentions
-from llama_index_e2rag.retrievers.vector import chunk_result
-from llama_index_e2rag.schema import GraphNode, NodeKind
+from llama_index_e2rag.ranking.temporal import TemporalCue, anchored, temporal_cue
+from llama_index_e2rag.retrievers.budget import candidate_depth, check_budget, within_budget
+from llama_index_e2rag.retrievers.vector import CHUNK_WORDS_FLOOR, chunk_result
+from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
 
 logger = logging.getLogger(__name__)
 
 HYDE_VARIANTS = ("comb_extraction", "hyp_extraction", "comb_embedding", "hyp_embedding")
+#: Temporal anchoring of chunks (not in the paper; off with ``faithful=True``): the bonus of a
+#: chunk where the cue points (cosine units), how many chunks it reaches, how fast it falls, and
+#: the share the anchor's own chunk gets (it often holds the start of what follows).
+ANCHOR_WEIGHT = 0.15
+ANCHOR_SPAN = 6
+ANCHOR_DECAY = 0.8
+ANCHOR_SELF = 0.5
 T = TypeVar("T")
 
 
@@ -95,6 +104,15 @@ class EntityEventRetriever(BaseRetriever):
         mention_pool: mentions fetched per entity cue = ``seed_top_k * mention_pool``, so the
             event-based re-ranking has near-tied mentions of the same entity to choose from.
         event_weight: weight of the events' similarity in a contested mention's score.
+        budget_words: fill this many words with the ranked chunks instead of returning
+            ``similarity_top_k`` (overlaps counted once, the last chunk cut at a sentence end);
+            when the chunks of ``V_q+`` run out first, the chunks most similar to the query
+            follow them (unless ``faithful``).
+        faithful: the paper's algorithm only. Off (default), a question with a temporal cue
+            (*after / before / when …* X) also finds X's anchor event and favours the chunks
+            where the cue points (``ranking.temporal``): "after the troll incident" prefers the
+            chunks that follow the incident, so a character's later facet comes first.
+        anchor_weight: bonus (in cosine units) of a chunk where the cue points fully.
     """
 
     def __init__(
@@ -106,9 +124,13 @@ class EntityEventRetriever(BaseRetriever):
         llm: Optional[LLM] = None,
         mention_pool: int = 3,
         event_weight: float = 0.5,
+        budget_words: Optional[int] = None,
+        faithful: bool = False,
+        anchor_weight: float = ANCHOR_WEIGHT,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
+        check_budget(budget_words)
         if similarity_top_k < 1 or seed_top_k < 1 or mention_pool < 1:
             raise ValueError("similarity_top_k, seed_top_k and mention_pool must be >= 1")
         if hyde is not None and hyde not in HYDE_VARIANTS:
@@ -124,6 +146,9 @@ class EntityEventRetriever(BaseRetriever):
         self.seed_top_k = seed_top_k
         self.mention_pool = mention_pool
         self.event_weight = event_weight
+        self.budget_words = budget_words
+        self.faithful = faithful
+        self.anchor_weight = anchor_weight
         self._cue_prompt: BasePromptTemplate = QUERY_CUE_PROMPT
         self._hyde_prompt: BasePromptTemplate = HYPOTHETICAL_ANSWER_PROMPT
         if llm is not None:
@@ -174,7 +199,11 @@ class EntityEventRetriever(BaseRetriever):
     async def _run(self, query: str, aio: bool) -> tuple[list[NodeWithScore], RetrievalPlan]:
         plan = await self._plan(query, aio)
         graph = self._index.graph_store
-        phrases = list(dict.fromkeys([plan.rank_text, *plan.entity_cues, *plan.event_cues]))
+        cue = None if self.faithful else temporal_cue(query)
+        clause = [cue.clause] if cue is not None and cue.clause else []
+        phrases = list(
+            dict.fromkeys([plan.rank_text, *plan.entity_cues, *plan.event_cues, *clause])
+        )
         vectors = dict(zip(phrases, await self._embed(phrases, aio), strict=True))
         z_q = vectors[plan.rank_text]
         pool = self.seed_top_k * self.mention_pool
@@ -197,12 +226,39 @@ class EntityEventRetriever(BaseRetriever):
         expanded = one_hop(graph, seeds)
         chunk_ids = {n.chunk_id for n in expanded if n.chunk_id}
         chunk_sims = await self._similarities(NodeKind.CHUNK, z_q, chunk_ids, aio)
+        ranking = chunk_sims
+        if cue is not None and clause:
+            ranking = await self._anchored(chunk_sims, cue, vectors[cue.clause], aio)
         positions = {n.id: n.pos for n in graph.get_nodes(chunk_sims)}
         ranked = sorted(
             (cid for cid in chunk_sims if cid in positions),
-            key=lambda cid: (-chunk_sims[cid], positions[cid]),
-        )[: self.similarity_top_k]
-        return self._to_nodes(ranked, chunk_sims, expanded, seeds), plan
+            key=lambda cid: (-ranking[cid], positions[cid]),
+        )
+        if self.budget_words is None:
+            return self._to_nodes(ranked[: self.similarity_top_k], ranking, expanded, seeds), plan
+        if not self.faithful:  # chunks beyond V_q+ keep filling the budget, best first
+            depth = candidate_depth(self.budget_words, CHUNK_WORDS_FLOOR, self.similarity_top_k)
+            extra = await self._lookup(NodeKind.CHUNK, z_q, depth, aio)
+            ranked += [cid for cid in sorted(extra, key=lambda c: -extra[c]) if cid not in ranking]
+            ranking = {**extra, **ranking}
+        nodes = self._to_nodes(ranked, ranking, expanded, seeds)
+        return within_budget(nodes, self.budget_words), plan
+
+    async def _anchored(
+        self, sims: dict[str, float], cue: TemporalCue, clause_vector: list[float], aio: bool
+    ) -> dict[str, float]:
+        """Chunk scores with the temporal bonus around the anchor event of ``cue``'s clause."""
+        hits = await self._lookup(NodeKind.EVENT, clause_vector, 1, aio)
+        anchors = [n.chunk_id for n in self._index.graph_store.get_nodes(hits) if n.chunk_id]
+        if not anchors:
+            return sims
+        graph = self._index.graph_store
+        chunks = sort_by_position(graph.nodes(NodeKind.CHUNK))
+        sequence = [(c.id, c.pos[0]) for c in chunks]
+        return anchored(
+            sims, sequence, anchors, cue.relation, self.anchor_weight, ANCHOR_SPAN, ANCHOR_DECAY,
+            ANCHOR_SELF,
+        )
 
     async def _plan(self, query: str, aio: bool) -> RetrievalPlan:
         hypothetical = None

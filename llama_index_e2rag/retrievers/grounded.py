@@ -40,9 +40,13 @@ from llama_index_e2rag.node_embeddings import (
     graph_cache,
     l2_normalize,
 )
+from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.schema import GraphNode, NodeKind
 
 Order = Literal["relevance", "story"]
+#: With a budget, K grows to one graph node per this many words of budget (a node's sentences
+#: overlap other nodes', so this over-reaches on purpose and the budget cuts the rest).
+BUDGET_WORDS_PER_NODE = 20
 
 #: Metadata that describes retrieval, not the text: kept out of embedding and LLM views.
 _BOOKKEEPING_KEYS = (
@@ -122,6 +126,10 @@ class GroundedGraphRetriever(BaseRetriever):
         order: ``relevance`` (best first) or ``story`` (narrative order; with ``max_sentences``
             the best sentences are chosen first, then put in story order).
         max_sentences: cap on returned sentences (``None``: all the top-K nodes lead to).
+        budget_words: fill this many words with the best sentences instead (each sentence
+            once); K is raised so that enough sentences are reached. Without a budget the
+            result is every sentence the top-K nodes per query node are grounded in, so
+            ``similarity_top_k=5`` may return anywhere from a few to dozens of sentences.
         extractor: the query parser (anything with ``query_nodes(text)``); default: the index's
             ``GroundedExtractor`` or a new one.
     """
@@ -137,6 +145,7 @@ class GroundedGraphRetriever(BaseRetriever):
         ret_count: Optional[int] = None,
         order: Order = "relevance",
         max_sentences: Optional[int] = None,
+        budget_words: Optional[int] = None,
         extractor: Any = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
@@ -158,9 +167,11 @@ class GroundedGraphRetriever(BaseRetriever):
             raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
         if max_sentences is not None and max_sentences < 1:
             raise ValueError(f"max_sentences must be at least 1, got {max_sentences}")
+        check_budget(budget_words)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._index = index
         self.similarity_top_k = similarity_top_k
+        self.budget_words = budget_words
         self.embedding_variant = embedding_variant
         self.alpha = alpha
         self.beta = beta
@@ -235,7 +246,7 @@ class GroundedGraphRetriever(BaseRetriever):
                 "was built with"
             )
         sims = queries @ matrix.T  # (query nodes, graph nodes), all rows unit length
-        k = min(self.similarity_top_k, cache.size)
+        k = min(self._top_k(), cache.size)
         top = np.argpartition(sims, cache.size - k, axis=1)[:, cache.size - k :]
         copies: dict[int, _Hit] = {}
         for qi, row in enumerate(top):
@@ -265,16 +276,26 @@ class GroundedGraphRetriever(BaseRetriever):
         )
         if self.max_sentences is not None:
             found = found[: self.max_sentences]
-        if self.order == "story":
-            found.sort(key=lambda pair: (pair[1].pos, pair[1].id))
         chunk_meta = self._chunk_metadata(cache, {node.chunk_id for _, node in found})
-        return [
+        results = [
             NodeWithScore(
                 node=_text_node(node, cand, chunk_meta.get(node.chunk_id or "", {})),
                 score=cand.score,
             )
             for cand, node in found
         ]
+        if self.budget_words is not None:
+            results = within_budget(results, self.budget_words)
+        if self.order == "story":
+            position = {node.id: (node.pos, node.id) for _, node in found}
+            results.sort(key=lambda item: position[item.node.node_id])
+        return results
+
+    def _top_k(self) -> int:
+        """K graph nodes per query node; with a budget, enough to reach that many words."""
+        if self.budget_words is None:
+            return self.similarity_top_k
+        return max(self.similarity_top_k, self.budget_words // BUDGET_WORDS_PER_NODE)
 
     def _chunk_metadata(
         self, cache: NodeEmbeddingCache, chunk_ids: set[Optional[str]]

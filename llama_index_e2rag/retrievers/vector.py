@@ -22,8 +22,11 @@ from llama_index_e2rag.context import (
     format_position,
 )
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
+from llama_index_e2rag.retrievers.budget import candidate_depth, check_budget, within_budget
 from llama_index_e2rag.schema import GraphNode, NodeKind
 
+#: Words a chunk is assumed to hold at least when sizing the candidates for a budget.
+CHUNK_WORDS_FLOOR = 50
 #: Retrieval bookkeeping on returned chunks, kept out of embedding and LLM views.
 BOOKKEEPING_KEYS = (POS_KEY, "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "seed_scores")
 
@@ -31,8 +34,10 @@ BOOKKEEPING_KEYS = (POS_KEY, "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "s
 class VectorChunkRetriever(BaseRetriever):
     """Top-k chunks by embedding similarity; ``order="story"`` returns them in narrative order.
 
-    ``order`` is also the order the answer LLM reads them in (``context_order``): by relevance,
-    like the vanilla RAG baseline of the papers, or in story order.
+    ``similarity_top_k`` counts chunks. With ``budget_words`` the best chunks fill that many
+    words instead (the overlap two chunks share counts once; the last one is cut at a sentence
+    end). ``order`` is also the order the answer LLM reads them in (``context_order``): by
+    relevance, like the vanilla RAG baseline of the papers, or in story order.
     """
 
     def __init__(
@@ -40,6 +45,7 @@ class VectorChunkRetriever(BaseRetriever):
         index: Any,
         similarity_top_k: int = 5,
         order: Literal["relevance", "story"] = "relevance",
+        budget_words: Optional[int] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
@@ -47,10 +53,12 @@ class VectorChunkRetriever(BaseRetriever):
             raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
         if order not in ("relevance", "story"):
             raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
+        check_budget(budget_words)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._index = index
         self.similarity_top_k = similarity_top_k
         self.order = order
+        self.budget_words = budget_words
 
     @property
     def context_order(self) -> ContextOrder:
@@ -58,7 +66,10 @@ class VectorChunkRetriever(BaseRetriever):
         return "retrieval" if self.order == "relevance" else "story"
 
     def _query(self, vector: list[float]) -> VectorStoreQuery:
-        return VectorStoreQuery(query_embedding=vector, similarity_top_k=self.similarity_top_k)
+        top_k = self.similarity_top_k
+        if self.budget_words is not None:
+            top_k = candidate_depth(self.budget_words, CHUNK_WORDS_FLOOR, top_k)
+        return VectorStoreQuery(query_embedding=vector, similarity_top_k=top_k)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         vector = self._index.embed_model.get_query_embedding(query_bundle.query_str)
@@ -81,9 +92,15 @@ class VectorChunkRetriever(BaseRetriever):
                     chunk, graph_chunk, scores[chunk.node_id], {"retriever": "vector"}
                 )
                 results.append((graph_chunk.pos, nws))
+        ranked = [nws for _, nws in results]
+        if self.budget_words is None:
+            ranked = ranked[: self.similarity_top_k]
+        else:
+            ranked = within_budget(ranked, self.budget_words)
         if self.order == "story":
-            results.sort(key=lambda item: item[0])
-        return [nws for _, nws in results]
+            position = {nws.node.node_id: pos for pos, nws in results}
+            ranked.sort(key=lambda nws: position[nws.node.node_id])
+        return ranked
 
 
 def chunk_result(
