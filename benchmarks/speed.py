@@ -114,7 +114,8 @@ def _query_modes(index: Any, modes: Sequence[str], queries: Sequence[str],
     passages: dict[str, Any] = {}
     for mode in modes:
         try:
-            retriever = index.as_retriever(mode=mode)
+            options = {"budget_words": budget} if budget else {}
+            retriever = index.as_retriever(mode=mode, **options)
             retriever.retrieve(queries[0])  # warm-up: lazy caches, first-call imports
         except Exception as exc:  # noqa: BLE001 - a failing mode is reported, not fatal
             latency[mode] = passages[mode] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
@@ -200,7 +201,9 @@ class MeasuredIndex:
             raise RuntimeError(f"child build failed: {self.measurements['error']}")
         self._passages = self.measurements.pop("passages")
 
-    def as_retriever(self, mode: str) -> _Replay:
+    def as_retriever(self, mode: str, budget_words: int | None = None) -> _Replay:
+        """The child already retrieved with the run's budget; ``budget_words`` is for the
+        runner's uniform call only."""
         answers = self._passages.get(mode)
         if answers is None or isinstance(answers, dict):
             raise RuntimeError((answers or {}).get("error", f"mode {mode} not run"))

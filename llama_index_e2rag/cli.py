@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
 from llama_index_e2rag.context import POS_KEY, format_position
 from llama_index_e2rag.errors import BadDocumentError, E2RAGError
-from llama_index_e2rag.index import RETRIEVER_MODES
+from llama_index_e2rag.index import DEFAULT_MODE, RETRIEVER_MODES
 from llama_index_e2rag.retrievers.entity_event import HYDE_VARIANTS
 from llama_index_e2rag.schema import NodeKind
 
@@ -59,9 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
     query = commands.add_parser("query", help="answer a question from a store")
     query.add_argument("question")
     query.add_argument("--store", required=True, type=Path)
-    query.add_argument("--mode", choices=RETRIEVER_MODES, default="entity_event")
+    query.add_argument("--mode", choices=RETRIEVER_MODES, default=DEFAULT_MODE)
     query.add_argument("--hyde", choices=HYDE_VARIANTS, default=None, help="entity_event only")
-    query.add_argument("--top-k", type=int, default=5, help="passages retrieved")
+    query.add_argument(
+        "--top-k", type=int, default=None, help="results retrieved (default: the mode's own)"
+    )
+    query.add_argument(
+        "--budget-words", type=int, default=None, help="fill this many words of evidence instead"
+    )
+    query.add_argument(
+        "--explain", action="store_true", help="print which signals brought each result"
+    )
     query.set_defaults(func=_cmd_query)
 
     show = commands.add_parser("show", help="what a store holds")
@@ -123,10 +131,15 @@ def _cmd_index(args: argparse.Namespace) -> int:
 def _cmd_query(args: argparse.Namespace) -> int:
     if not args.question.strip():
         raise ValueError("the question is empty; ask something, e.g. e2rag query \"Who is X?\"")
-    if args.top_k < 1:
+    if args.top_k is not None and args.top_k < 1:
         raise ValueError("--top-k must be at least 1")
+    if args.budget_words is not None and args.budget_words < 1:
+        raise ValueError("--budget-words must be at least 1")
     index = load_store(args.store)
-    engine = index.as_query_engine(mode=args.mode, hyde=args.hyde, similarity_top_k=args.top_k)
+    options = {"similarity_top_k": args.top_k, "budget_words": args.budget_words}
+    engine = index.as_query_engine(
+        mode=args.mode, hyde=args.hyde, **{k: v for k, v in options.items() if v is not None}
+    )
     response = engine.query(args.question)
     print(str(response).strip())
     print("\nEvidence:")
@@ -138,7 +151,28 @@ def _cmd_query(args: argparse.Namespace) -> int:
         snippet = " ".join(source.node.get_content().split())[:200]
         source_id = meta.get("doc_id", source.node.ref_doc_id)
         print(f"[{i}] {source_id} ({where}; score {score}) {snippet}")
+        if args.explain:
+            print(f"    {explain(meta)}")
     return 0
+
+
+def explain(metadata: dict) -> str:
+    """One line saying what brought a result: the narrative mode's signal contributions, or
+    the evidence another mode records."""
+    signals = metadata.get("signals")
+    if signals:
+        parts = [f"{name} {value:+.3f}" for name, value in signals.items() if name != "continuation"]
+        line = "signals: " + (", ".join(parts) or "none")
+        if "continuation" in signals:
+            line += f"; continues a hit scored {signals['continuation']:.3f}"
+        return line
+    seeds = metadata.get("seed_scores")
+    if seeds:
+        return f"seeds: {len(seeds)} mention/event seed(s) in this chunk, best {max(seeds.values()):.3f}"
+    if "query_hits" in metadata:
+        return (f"graph: {metadata['query_hits']} query node(s) matched, "
+                f"{metadata.get('ret_count', 0)} graph node(s) grounded here")
+    return "similarity only (this mode records no other signals)"
 
 
 def _cmd_show(args: argparse.Namespace) -> int:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 import threading
-import weakref
 from typing import Any, Hashable, Literal, Optional, Sequence
 
 import numpy as np
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, normalize_text
+from llama_index_e2rag.state_cache import StateCache
 
 EmbeddingVariant = Literal["basic", "neighbor", "attention"]
 EMBEDDING_VARIANTS: tuple[str, ...] = ("basic", "neighbor", "attention")
@@ -214,35 +214,9 @@ class NodeEmbeddingCache:
             return found
 
 
-_CACHES: "weakref.WeakKeyDictionary[Any, NodeEmbeddingCache]" = weakref.WeakKeyDictionary()
-_CACHES_LOCK = threading.Lock()
-
-
-def graph_state(index: Any) -> Hashable:
-    """A cheap fingerprint of the index's content that changes on every insert and delete.
-
-    Document ids and the graph's node count catch added and removed documents; the docstore's
-    content hashes (one per document and chunk) catch a document replaced under the same id.
-    """
-    graph = index.graph_store
-    size = len(graph) if hasattr(graph, "__len__") else tuple(graph.counts()["nodes"].items())
-    docstore = getattr(index, "docstore", None)
-    hashes = tuple(sorted(docstore.get_all_document_hashes())) if docstore is not None else ()
-    return (tuple(graph.doc_ids()), size, hashes)
-
-
 def graph_cache(index: Any) -> NodeEmbeddingCache:
     """The index's node-embedding cache, rebuilt when its graph changed since the last call."""
-    graph = index.graph_store
-    state = graph_state(index)
-    with _CACHES_LOCK:
-        cache = _CACHES.get(graph)
-        if cache is not None and cache.state == state:
-            return cache
-    cache = build_cache(index, state)
-    with _CACHES_LOCK:
-        _CACHES[graph] = cache
-    return cache
+    return _CACHE.get(index)
 
 
 def build_cache(index: Any, state: Hashable) -> NodeEmbeddingCache:
@@ -421,3 +395,6 @@ def _vectors_from_store(store: Any, ids: list[str]) -> dict[str, Sequence[float]
     except NotImplementedError:
         return {}
     return {n.node_id: n.embedding for n in nodes if n.embedding is not None}
+
+
+_CACHE: StateCache[NodeEmbeddingCache] = StateCache(build_cache)

@@ -1,6 +1,6 @@
 """The ``narrative`` mode's read model of an index: its ``PassageTable`` and BM25 index, cached.
 
-Built once per index state (the fingerprint of ``node_embeddings.graph_state``) from what the
+Built once per index state (``state_cache.graph_state``) from what the
 index stored: passage nodes and their vectors, mention and event nodes; nothing is embedded
 again. The BM25 index is the one persisted with the index; if its passages do not line up with
 the graph's (a store written before passages existed has none), it is rebuilt from the passages.
@@ -8,15 +8,14 @@ the graph's (a store written before passages existed has none), it is rebuilt fr
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any, Hashable
 
 from llama_index_e2rag.lexical import LexicalIndex
-from llama_index_e2rag.node_embeddings import graph_state, stored_vectors
+from llama_index_e2rag.node_embeddings import stored_vectors
 from llama_index_e2rag.ranking.narrative import PassageTable, build_table
 from llama_index_e2rag.schema import NodeKind, sort_by_position
+from llama_index_e2rag.state_cache import StateCache
 
 
 @dataclass(frozen=True)
@@ -30,22 +29,9 @@ class NarrativeState:
     chunk_ids: tuple[str, ...]
 
 
-_CACHES: "weakref.WeakKeyDictionary[Any, NarrativeState]" = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
-
-
 def narrative_state(index: Any) -> NarrativeState:
     """The cached read model of ``index``, rebuilt when its content changed."""
-    graph = index.graph_store
-    state = graph_state(index)
-    with _LOCK:
-        cached = _CACHES.get(graph)
-        if cached is not None and cached.state == state:
-            return cached
-    built = _build(index, state)
-    with _LOCK:
-        _CACHES[graph] = built
-    return built
+    return _CACHE.get(index)
 
 
 def _build(index: Any, state: Hashable) -> NarrativeState:
@@ -59,3 +45,6 @@ def _build(index: Any, state: Hashable) -> NarrativeState:
     if lexical.ids != table.ids:
         lexical = LexicalIndex.build(table.ids, [p.text for p in passages])
     return NarrativeState(state, table, lexical, tuple(p.chunk_id or "" for p in passages))
+
+
+_CACHE: StateCache[NarrativeState] = StateCache(_build)

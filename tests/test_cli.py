@@ -58,6 +58,8 @@ def test_index_show_query_round_trip(
             "What did Hermione do after the troll fight?",
             "--store",
             str(store),
+            "--mode",
+            "entity_event",
             "--top-k",
             "2",
         ]

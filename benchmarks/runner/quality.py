@@ -23,7 +23,8 @@ from benchmarks.loaders import MultiHopItem, Narrative
 
 #: Builds an index over documents (the questions it will be asked are passed along so a factory
 #: may answer them ahead, e.g. in a measuring child process); the runner only relies on
-#: ``as_retriever(mode=...)`` (each mode at its own defaults) and ``.retrieve(question)``.
+#: ``as_retriever(mode=..., budget_words=...)`` (each mode at its own defaults, filling the
+#: dataset's budget) and ``.retrieve(question)``.
 IndexFactory = Callable[[list[Document], list[str]], Any]
 
 WHOLE_TEXT = "whole text"
@@ -129,7 +130,7 @@ def _run_modes(collector: _Collector, index_factory: IndexFactory | None,
         return
     for mode in spec.modes:
         try:
-            retriever = index.as_retriever(mode=mode)
+            retriever = index.as_retriever(mode=mode, budget_words=budget)
         except Exception as exc:  # noqa: BLE001
             collector.error(mode, f"as_retriever failed: {_short_error(exc)}", build=True)
             continue

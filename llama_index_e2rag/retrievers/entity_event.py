@@ -50,6 +50,7 @@ from llama_index_e2rag.context import (
     render_evidence,
 )
 from llama_index_e2rag.errors import LLMOutputError, MissingModelError
+from llama_index_e2rag.extract.grounded import index_parser
 from llama_index_e2rag.ranking import mention_events, one_hop, rerank_mentions
 from llama_index_e2rag.ranking.temporal import TemporalCue, anchored, temporal_cue
 from llama_index_e2rag.retrievers.budget import candidate_depth, check_budget, within_budget
@@ -162,7 +163,7 @@ class EntityEventRetriever(BaseRetriever):
                 f"hyde={hyde!r} drafts a hypothetical answer with an LLM, and none is configured; "
                 "pass llm=..., set Settings.llm or OPENAI_API_KEY, or use hyde=None"
             )
-        self._parser = _offline_parser(index) if self._runner is None else None
+        self._parser = index_parser(index) if self._runner is None else None
 
     # -- prompts ------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
@@ -431,15 +432,6 @@ def _hits(result: VectorStoreQueryResult) -> dict[str, float]:
 def _clean(phrases: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(p.strip() for p in phrases if p and p.strip()))
 
-
-def _offline_parser(index: Any) -> Any:
-    """The grounded parser for LLM-free cue extraction (the index's own if it has one)."""
-    from llama_index_e2rag.extract.grounded import GroundedExtractor
-
-    for extractor in getattr(index, "extractors", None) or ():
-        if isinstance(extractor, GroundedExtractor):
-            return extractor
-    return GroundedExtractor()
 
 
 async def _gather(aio: bool, coros: list[Coroutine[Any, Any, T]]) -> list[T]:

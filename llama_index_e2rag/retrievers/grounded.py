@@ -32,6 +32,7 @@ from llama_index.core.schema import (
 
 from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
+from llama_index_e2rag.extract.grounded import index_parser
 from llama_index_e2rag.node_embeddings import (
     EMBEDDING_VARIANTS,
     EmbeddingVariant,
@@ -204,7 +205,7 @@ class GroundedGraphRetriever(BaseRetriever):
     def _parse(self, query: str) -> list[GraphNode]:
         """The query graph's mention and event nodes (empty when nothing parses)."""
         if self._extractor is None:
-            self._extractor = _find_extractor(self._index)
+            self._extractor = index_parser(self._index)
         nodes = self._extractor.query_nodes(query)
         return [n for n in nodes if n.kind in (NodeKind.MENTION, NodeKind.EVENT)]
 
@@ -372,14 +373,3 @@ def _text_node(graph_node: GraphNode, cand: _Candidate, source_meta: dict[str, A
         end_char_idx=graph_node.span[1] if graph_node.span else None,
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=graph_node.doc_id)},
     )
-
-
-def _find_extractor(index: Any) -> Any:
-    """The index's own GroundedExtractor (same spaCy pipeline as the graph), else a new one."""
-    from llama_index_e2rag.extract.grounded import GroundedExtractor
-
-    for extractor in getattr(index, "extractors", None) or ():
-        if isinstance(extractor, GroundedExtractor):
-            return extractor
-    return GroundedExtractor()
-

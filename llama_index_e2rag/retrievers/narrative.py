@@ -38,6 +38,7 @@ from llama_index_e2rag.context import (
     format_position,
 )
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
+from llama_index_e2rag.extract.grounded import index_parser
 from llama_index_e2rag.passage_cache import NarrativeState, narrative_state
 from llama_index_e2rag.ranking.budget import Piece, fill_budget
 from llama_index_e2rag.ranking.narrative import (
@@ -127,7 +128,7 @@ class NarrativeRetriever(BaseRetriever):
         if not (self.weights.mention or self.weights.event or self.weights.co_event):
             return QueryGraph()
         if self._parser is None:
-            self._parser = _find_parser(self._index)
+            self._parser = index_parser(self._index)
         if self._parser is False:
             return QueryGraph()
         try:
@@ -264,15 +265,6 @@ def _passage_node(
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=node.doc_id)},
     )
 
-
-def _find_parser(index: Any) -> Any:
-    """The index's GroundedExtractor (the graph's own parser), else a new one."""
-    from llama_index_e2rag.extract.grounded import GroundedExtractor
-
-    for extractor in getattr(index, "extractors", None) or ():
-        if isinstance(extractor, GroundedExtractor):
-            return extractor
-    return GroundedExtractor()
 
 
 __all__ = ["NarrativeRetriever", "SIGNALS", "SIGNALS_KEY"]
