@@ -141,14 +141,23 @@ def build_table(
     )
     table.set_starts([(p.pos[0], p.pos[1]) for p in passages])
     rows_by_name: dict[str, set[int]] = {}
+    by_chunk: dict[str, list[int]] = {}
+    for row, passage in enumerate(passages):
+        by_chunk.setdefault(passage.chunk_id or "", []).append(row)
+    normalised: dict[int, str] = {}
+
+    def words_of(row: int) -> str:
+        if row not in normalised:
+            normalised[row] = f" {normalize_text(passages[row].text)} "
+        return normalised[row]
     for mention in mentions:
         name = normalize_text(mention.name or mention.text)
         if not name:
             continue
-        for offset in _offsets(mention):
-            row = table.row_of(mention.pos[0], offset)
-            if row is not None:
-                rows_by_name.setdefault(name, set()).add(row)
+        rows = {table.row_of(mention.pos[0], offset) for offset in _offsets(mention)}
+        if not mention.attrs.get("spans"):  # LLM-extracted: every passage of its chunk naming it
+            rows |= {r for r in by_chunk.get(mention.chunk_id or "", ()) if f" {name} " in words_of(r)}
+        rows_by_name.setdefault(name, set()).update(r for r in rows if r is not None)
     table.names = {n: np.array(sorted(r), dtype=np.int64) for n, r in rows_by_name.items()}
     for name in table.names:
         for word in name.split():
@@ -169,7 +178,7 @@ def _offsets(node: GraphNode) -> list[int]:
     spans = node.attrs.get("spans")
     if spans:
         return [int(s[0]) for s in spans]
-    return [node.span[0] if node.span else node.pos[1]]
+    return [node.span[0]] if node.span else []
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
