@@ -51,6 +51,7 @@ from llama_index_e2rag.ranking.narrative import (
     signals,
 )
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
+from llama_index_e2rag.retrievers.budget import check_budget
 from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS
 
 #: Metadata key of a result's explanation: ``{signal: weighted contribution}``.
@@ -82,8 +83,7 @@ class NarrativeRetriever(BaseRetriever):
     ) -> None:
         if similarity_top_k < 1:
             raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
-        if budget_words is not None and budget_words < 1:
-            raise ValueError(f"budget_words must be at least 1, got {budget_words}")
+        check_budget(budget_words)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._index = index
         self.similarity_top_k = similarity_top_k
@@ -98,22 +98,15 @@ class NarrativeRetriever(BaseRetriever):
 
     # -- llama-index entry points -------------------------------------------------------------
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = query_bundle.query_str
-        state = narrative_state(self._index)
-        cue, texts = self._texts(query)
-        embed = self._index.embed_model
-        vectors = [embed.get_query_embedding(t) for t in texts]
-        graphs = [self._read(t) for t in texts]
-        return self._select(state, texts, vectors, graphs, cue)
+        return self.results(*self.signals(query_bundle.query_str))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = query_bundle.query_str
         state = await asyncio.to_thread(narrative_state, self._index)
-        cue, texts = self._texts(query)
+        cue, texts = self._texts(query_bundle.query_str)
         embed = self._index.embed_model
         vectors = list(await asyncio.gather(*(embed.aget_query_embedding(t) for t in texts)))
         graphs = [await asyncio.to_thread(self._read, t) for t in texts]
-        return self._select(state, texts, vectors, graphs, cue)
+        return self.results(state, self._signals(state, texts, vectors, graphs, cue))
 
     # -- steps ---------------------------------------------------------------------------------
     def _texts(self, query: str) -> tuple[Optional[TemporalCue], list[str]]:
@@ -169,21 +162,11 @@ class NarrativeRetriever(BaseRetriever):
             clause,
         )
 
-    def _select(
-        self,
-        state: NarrativeState,
-        texts: list[str],
-        vectors: list[list[float]],
-        graphs: list[QueryGraph],
-        cue: Optional[TemporalCue],
-    ) -> list[NodeWithScore]:
-        if not len(state.table):
-            return []
-        return self.results(state, self._signals(state, texts, vectors, graphs, cue))
-
     def results(self, state: NarrativeState, sig: Signals) -> list[NodeWithScore]:
         """Rank, continue and fill the budget from precomputed signals."""
         table = state.table
+        if not len(table):
+            return []
         ranked = rank(table, sig, self.weights, self._depth(table))
         graph_nodes = self._index.graph_store.get_nodes([table.ids[r.row] for r in ranked])
         by_id = {n.id: n for n in graph_nodes}
