@@ -20,6 +20,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import date
+from pathlib import Path
 from typing import Any, Sequence
 
 from llama_index.core import Document
@@ -44,6 +45,7 @@ GRID: dict[str, Sequence[float]] = {
     "anchor_span": (1, 2, 3),
     "anchor_decay": (0.3, 0.5, 0.7),
     "anchor_self": (0.0, 0.5, 1.0),
+    "anchor_side": (0.0, 0.25, 0.5, 1.0),
     "edge": (0.0, 0.25, 0.5, 1.0),
     "continuation": (-1.0, 0.0, 0.15, 0.3, 0.6),
 }
@@ -162,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--stories", type=int, default=80, help="train stories sampled")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help="store the fitted weights")
+    parser.add_argument("--out", type=Path, default=WEIGHTS_PATH, help="where --write stores them")
     args = parser.parse_args(argv)
     train = load_fairytaleqa(DEFAULT_DATA_ROOT, split="train")
     random.Random(args.seed).shuffle(train)
@@ -188,8 +191,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             "commit": commit,
             "minutes": round((time.perf_counter() - started) / 60, 1),
         }
-        WEIGHTS_PATH.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        print(f"written to {WEIGHTS_PATH}")
+        args.out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        print(f"written to {args.out}")
 
 
 if __name__ == "__main__":

@@ -298,7 +298,11 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
     out = ["# Benchmarks", "", *_runs(results), "",
            "Scoring follows `shared/data/README.md` exactly (see *Method* at the end). "
            "Index modes run the offline default: MiniLM embeddings, the LLM-free grounded graph, "
-           "ChronoRAG's layer builder, no LLM, each retriever with its own default settings. "
+           "ChronoRAG's layer builder, no LLM, each retriever with its own default settings except "
+           "the budget: quality runs pass the dataset's budget as `budget_words`, so every mode "
+           "fills it itself (no sentence twice, the last passage cut at a sentence end); the "
+           "`narrative` mode uses the weights shipped in "
+           "`llama_index_e2rag/data/narrative_weights.json` (fitted on FairytaleQA train). "
            "Ratios (÷ hybrid) compare with the BM25+dense RRF baseline of the same run.", ""]
     quality = results.get("quality", {})
     if quality:

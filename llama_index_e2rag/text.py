@@ -14,7 +14,9 @@ _ABBREVIATIONS = frozenset(
     "mr mrs ms dr st jr sr prof capt col gen lt sgt rev hon mme mlle messrs esq vs etc viz no "
     "vol ch chap fig p pp cf".split()
 )
-_SENTENCE_END = re.compile(r"[.!?]+['\"’”)\]]*(?=\s|$)")
+#: A run of stops (matched from its first stop only, so a long run costs one scan, not one per
+#: position), closing quotes or brackets, then white space or the end.
+_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]+['\"’”)\]]*(?=\s|$)")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _WORD_BEFORE = re.compile(r"(\w+)[.!?]*$")
 _WORD = re.compile(r"\S+")

@@ -4,8 +4,9 @@ Retrievers rank units of different sizes (chunks that overlap, sentences, passag
 budget compares them fairly only if text is counted once. Each ranked piece is split into
 sentences placed at absolute character offsets of its document; a sentence whose characters are
 already mostly covered by text taken earlier (the overlap of two chunks, or the same sentence
-reached twice) is dropped, and the rest is kept while the budget lasts. Pieces whose offsets are
-unknown are deduplicated by their normalised sentence text instead.
+reached twice), or whose normalised text was already taken from the same document (pieces whose
+offsets are unknown, such as ChronoRAG's fact lists, can only be compared that way), is dropped;
+the rest is kept while the budget lasts.
 """
 
 from __future__ import annotations
@@ -47,18 +48,20 @@ class _Coverage:
 
     def __init__(self) -> None:
         self._spans: dict[str, list[tuple[int, int]]] = {}
-        self._texts: set[str] = set()
+        self._texts: set[tuple[str, str]] = set()
 
     def repeated(self, doc_id: str, start: Optional[int], end: Optional[int], text: str) -> bool:
+        if (doc_id, normalize_text(text)) in self._texts:
+            return True
         if start is None or end is None:
-            return normalize_text(text) in self._texts
+            return False
         covered = 0
         for a, b in self._spans.get(doc_id, ()):
             covered += max(0, min(b, end) - max(a, start))
         return covered > REPEAT_SHARE * max(1, end - start)
 
     def take(self, doc_id: str, start: Optional[int], end: Optional[int], text: str) -> None:
-        self._texts.add(normalize_text(text))
+        self._texts.add((doc_id, normalize_text(text)))
         if start is not None and end is not None:
             self._spans.setdefault(doc_id, []).append((start, end))
 

@@ -33,10 +33,12 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.ranking.temporal import TemporalCue, anchor_boost, edge_prior
+from llama_index_e2rag.ranking.temporal import TemporalCue, anchor_boost, edge_prior, wrong_side
 from llama_index_e2rag.schema import GraphNode, normalize_text
 
 SIGNALS = ("lexical", "dense", "mention", "event", "co_event", "anchor", "edge")
+#: Verbs a question uses to ask, not to name an event.
+LIGHT_VERBS = frozenset({"be", "have", "do", "happen", "occur"})
 #: Where the fitted weights ship (see ``benchmarks/fit_narrative.py`` for how they were fitted).
 WEIGHTS_PATH = Path(__file__).resolve().parent.parent / "data" / "narrative_weights.json"
 #: Words of a name that never identify a character on their own.
@@ -53,7 +55,8 @@ class NarrativeWeights:
     ``continuation``: a hit within this many z-units of the best hit brings the passage that
     follows it (negative: never). ``anchor_span`` / ``anchor_decay`` / ``anchor_self``: how far
     the anchor bonus reaches, how fast it falls and what the anchor itself gets;
-    ``anchor_top``: anchor passages taken per clause.
+    ``anchor_top``: anchor passages taken per clause; ``anchor_side``: what a passage on the
+    side the question does not look at loses (*after X*: the story before X).
     """
 
     lexical: float = 0.5
@@ -68,6 +71,7 @@ class NarrativeWeights:
     anchor_decay: float = 0.5
     anchor_self: float = 0.5
     anchor_top: int = 1
+    anchor_side: float = 0.0
 
     @classmethod
     def fitted(cls) -> "NarrativeWeights":
@@ -198,11 +202,17 @@ class QueryGraph:
 
     @classmethod
     def from_nodes(cls, nodes: Iterable[GraphNode]) -> "QueryGraph":
+        """Mention names and events of parsed query nodes; the question's own light verbs
+        ("What did he *do*", "What *happened*") name no event and are left out."""
         names, events = [], []
         for node in nodes:
             if node.kind.value == "mention":
                 names.append(normalize_text(node.name or node.text))
-            elif node.kind.value == "event" and node.attrs.get("lemma"):
+            elif (
+                node.kind.value == "event"
+                and node.attrs.get("lemma")
+                and node.attrs["lemma"].lower() not in LIGHT_VERBS
+            ):
                 participants = frozenset(
                     normalize_text(p) for p in node.attrs.get("participants", ())
                 )
@@ -366,7 +376,9 @@ def fuse(table: PassageTable, sig: Signals, w: NarrativeWeights) -> tuple[np.nda
             table.doc_of, [int(i) for i in top], cue.relation, w.anchor_span, w.anchor_decay,
             w.anchor_self,
         )
-        parts["anchor"] = w.anchor * boost
+        parts["anchor"] = w.anchor * boost - w.anchor_side * wrong_side(
+            table.doc_of, [int(i) for i in top], cue.relation
+        )
     total = np.zeros(len(table), dtype=np.float32)
     for value in parts.values():
         total = total + value
@@ -374,17 +386,19 @@ def fuse(table: PassageTable, sig: Signals, w: NarrativeWeights) -> tuple[np.nda
 
 
 def rank(table: PassageTable, sig: Signals, w: NarrativeWeights, limit: int) -> list[Ranked]:
-    """The best passages, each strong hit followed by its next passage (continuation).
+    """The best passages, each strong hit followed by its neighbour in story order (continuation).
 
-    ``limit`` bounds how many rows come back (continuations included); the caller fills its
-    budget from the front of this list.
+    A hit continues toward where the question looks: the passage before it for a *before*
+    question, the passage after it otherwise. ``limit`` bounds how many rows come back
+    (continuations included); the caller fills its budget from the front of this list.
     """
     if not len(table):
         return []
     total, parts = fuse(table, sig, w)
     depth = min(len(table), max(limit, 1))
-    order = np.argsort(-total, kind="stable")[: depth]
+    order = np.argsort(-total, kind="stable")[:depth]
     best = float(total[order[0]])
+    step = -1 if sig.cue is not None and sig.cue.relation == "before" else 1
     out: list[Ranked] = []
     seen: set[int] = set()
     for row in (int(r) for r in order):
@@ -394,11 +408,11 @@ def rank(table: PassageTable, sig: Signals, w: NarrativeWeights, limit: int) -> 
             continue
         seen.add(row)
         out.append(Ranked(row, float(total[row]), _contrib(parts, row)))
-        nxt = row + 1
+        nxt = row + step
         if (
             w.continuation >= 0
             and float(total[row]) >= best - w.continuation
-            and nxt < len(table)
+            and 0 <= nxt < len(table)
             and table.doc_of[nxt] == table.doc_of[row]
             and nxt not in seen
             and len(out) < depth

@@ -37,7 +37,9 @@ _RELATION = {
 _THEN = re.compile(r"\b(and then|then)\b", re.IGNORECASE)
 _FIRST = re.compile(r"\b(first|at first|in the beginning|at the beginning)\b", re.IGNORECASE)
 _LAST = re.compile(r"\b(last|finally|in the end|at the end|eventually)\b", re.IGNORECASE)
-_CLAUSE_END = re.compile(r"[,;?!.]")
+#: A clause ends at a comma, semicolon, question or exclamation mark, or a full stop that does
+#: not close a title ("after Mr. McGregor saw him" keeps "Mr.").
+_CLAUSE_END = re.compile(r"[,;?!]|(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)\.(?=\s|$)")
 #: Fewest words an anchor clause needs ("the troll incident" yes, "that" no).
 MIN_CLAUSE_WORDS = 2
 
@@ -83,10 +85,13 @@ def temporal_cue(question: str) -> Optional[TemporalCue]:
 
 
 def _is_clause_as(text: str, match: re.Match[str]) -> bool:
-    """"as" is temporal only when a clause follows ("as he ran"), not "as big as", "such as"."""
+    """"as" is temporal only when a clause follows ("as he ran"), not in "as big as his
+    sisters", "such as", "the same as"."""
     before = text[: match.start()].rstrip().lower()
     after = text[match.end() :].lstrip().lower()
     if before.endswith(("such", "as", "same", "so", "known", "well")):
+        return False
+    if "as" in before.split()[-3:]:  # the second "as" of a comparison
         return False
     first = after.split(" ", 1)[0] if after else ""
     return first in {"he", "she", "they", "it", "i", "we", "you", "the", "his", "her", "their"}
@@ -127,6 +132,30 @@ def anchor_boost(
             if 0 <= unit < n and doc_of[unit] == doc_of[anchor]:
                 boost[unit] = max(boost[unit], value)
     return boost
+
+
+def wrong_side(
+    doc_of: Sequence[int] | np.ndarray, anchors: Sequence[int], relation: Relation
+) -> np.ndarray:
+    """1 for units of an anchor's document on the side the question does not look at.
+
+    *after X*: the story before X (X itself excluded); *before X*: the story after it. Passages
+    that merely restate X later in the story, or a character's earlier facet, then lose ground.
+    With several anchors a unit is on the wrong side only of them all.
+    """
+    doc_of = np.asarray(doc_of)
+    n = len(doc_of)
+    if relation not in ("after", "before") or not anchors:
+        return np.zeros(n, dtype=np.float32)
+    rows = np.arange(n)
+    wrong = np.ones(n, dtype=bool)
+    for anchor in anchors:
+        if not 0 <= anchor < n:
+            continue
+        same = doc_of == doc_of[anchor]
+        side = rows < anchor if relation == "after" else rows > anchor
+        wrong &= same & side
+    return wrong.astype(np.float32)
 
 
 def edge_prior(doc_of: Sequence[int] | np.ndarray, relation: Relation) -> np.ndarray:
