@@ -29,7 +29,8 @@ from benchmarks import scoring
 from benchmarks.baselines import WindowBaselines, make_windows
 from benchmarks.loaders import DEFAULT_DATA_ROOT, load_fairytaleqa
 from benchmarks.systems import make_embed_model
-from llama_index_e2rag.ranking.budget import Piece, fill_budget
+from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
+from llama_index_e2rag.ranking.budget import Piece, budget_depth, fill_budget
 from llama_index_e2rag.ranking.narrative import WEIGHTS_PATH, NarrativeWeights, Signals, rank
 
 BUDGET = 200
@@ -120,7 +121,7 @@ def _aggregate(rows: Sequence[tuple[float | None, float | None, bool]]) -> dict[
 def evaluate(stories: Sequence[_Story], weights: NarrativeWeights) -> dict[str, float]:
     """The narrative ranking with ``weights``, scored like the benchmark."""
     rows = []
-    depth = 2 * (BUDGET // 10) + 10
+    depth = budget_depth(BUDGET, DEFAULT_PASSAGE_WORDS)
     for story in stories:
         for q in story.questions:
             ranked = rank(story.table, q.signals, weights, depth)

@@ -59,8 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
     query = commands.add_parser("query", help="answer a question from a store")
     query.add_argument("question")
     query.add_argument("--store", required=True, type=Path)
-    query.add_argument("--mode", choices=RETRIEVER_MODES, default=DEFAULT_MODE)
-    query.add_argument("--hyde", choices=HYDE_VARIANTS, default=None, help="entity_event only")
+    query.add_argument(
+        "--mode",
+        choices=RETRIEVER_MODES,
+        default=None,
+        help=f"retrieval mode (default {DEFAULT_MODE}; entity_event with --hyde)",
+    )
+    query.add_argument(
+        "--hyde", choices=HYDE_VARIANTS, default=None, help="entity_event only (implies it)"
+    )
     query.add_argument(
         "--top-k", type=int, default=None, help="results retrieved (default: the mode's own)"
     )
@@ -137,8 +144,9 @@ def _cmd_query(args: argparse.Namespace) -> int:
         raise ValueError("--budget-words must be at least 1")
     index = load_store(args.store)
     options = {"similarity_top_k": args.top_k, "budget_words": args.budget_words}
+    mode = args.mode or ("entity_event" if args.hyde else DEFAULT_MODE)
     engine = index.as_query_engine(
-        mode=args.mode, hyde=args.hyde, **{k: v for k, v in options.items() if v is not None}
+        mode=mode, hyde=args.hyde, **{k: v for k, v in options.items() if v is not None}
     )
     response = engine.query(args.question)
     print(str(response).strip())

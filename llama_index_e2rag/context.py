@@ -38,6 +38,8 @@ POSITION_KEY = "position"
 EVIDENCE_KEY = "graph_nodes"
 #: Metadata key of the LLM-visible evidence text of a passage (``render_evidence``).
 EVIDENCE_TEXT_KEY = "evidence"
+#: Metadata key of what brought a result: ``{signal: contribution to its score}`` (hidden).
+SIGNALS_KEY = "signals"
 
 
 def format_position(pos: Sequence[int]) -> str:

@@ -98,9 +98,10 @@ class E2RAGIndexStruct(IndexStruct):
     """What the index store keeps: the graph and the passages' BM25 index (as JSON strings) and
     build bookkeeping.
 
-    ``graph_json`` and ``lexical_json`` are strings on purpose: dataclasses_json then stores it verbatim instead of
-    walking tens of thousands of node dicts on every save. ``config`` holds the chunking, the
-    embedding model's name and ``doc_builders`` (``{name: params}`` of restorable builders).
+    ``graph_json`` and ``lexical_json`` are strings on purpose: dataclasses_json then stores them
+    verbatim instead of walking tens of thousands of node dicts on every save. ``config`` holds
+    the chunking and passage length, the embedding model's name and ``doc_builders``
+    (``{name: params}`` of restorable builders).
     """
 
     graph_json: str = ""
@@ -167,9 +168,9 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             chunk_overlap if chunk_overlap is not None else config.get("chunk_overlap")
         )
         self._splitter: Optional[SentenceSplitter] = None
-        self.passage_words: int = (
-            passage_words or config.get("passage_words") or DEFAULT_PASSAGE_WORDS
-        )
+        if passage_words is None:
+            passage_words = config.get("passage_words") or DEFAULT_PASSAGE_WORDS
+        self.passage_words: int = passage_words
         if self.passage_words < 1:
             raise ValueError(f"passage_words must be at least 1, got {self.passage_words}")
         self._lexical: Optional[tuple[str, LexicalIndex]] = None

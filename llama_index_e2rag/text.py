@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import re
 
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr st jr sr prof capt col gen lt sgt rev hon mme mlle messrs esq vs etc viz no "
-    "vol ch chap fig p pp cf".split()
+#: Titles written with a stop before a name ("Mr. McGregor"): never the end of a sentence.
+TITLE_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr st jr sr prof capt col gen lt sgt rev hon mme mlle messrs esq".split()
 )
+_ABBREVIATIONS = TITLE_ABBREVIATIONS | frozenset("vs etc viz vol ch chap fig pp cf".split())
+#: Abbreviations that end no sentence only before a number ("No. 7", "p. 12").
+_NUMBERED = frozenset({"no", "p"})
+#: One-letter words that are words, not initials.
+_ONE_LETTER_WORDS = frozenset({"i", "a"})
 #: A run of stops (matched from its first stop only, so a long run costs one scan, not one per
 #: position), closing quotes or brackets, then white space or the end.
 _SENTENCE_END = re.compile(r"(?<![.!?])[.!?]+['\"’”)\]]*(?=\s|$)")
@@ -37,12 +42,23 @@ def split_sentences(text: str) -> list[Span]:
             window = max(start, match.start() - _LOOKBACK)
             word = _WORD_BEFORE.search(text, window, match.start() + 1)
             token = word.group(1).lower() if word else ""
-            if match.group().startswith(".") and (token in _ABBREVIATIONS or len(token) == 1):
+            if match.group() == "." and _abbreviation(token, text, end, para_end):
                 continue
             _append_trimmed(spans, text, start, end)
             start = end
         _append_trimmed(spans, text, start, para_end)
     return spans
+
+
+def _abbreviation(token: str, text: str, end: int, limit: int) -> bool:
+    """Whether the stop after ``token`` closes an abbreviation or an initial, not a sentence."""
+    if token in _ABBREVIATIONS:
+        return True
+    following = text[end:limit].lstrip()[:1]
+    if token in _NUMBERED:
+        return following.isdigit()
+    # "J. R. R. Tolkien": a lone letter before a capitalised word is an initial
+    return len(token) == 1 and token not in _ONE_LETTER_WORDS and following.isupper()
 
 
 def paragraph_spans(text: str) -> list[Span]:
@@ -112,18 +128,3 @@ def passage_spans(text: str, target_words: int, max_words: int | None = None) ->
             close()
     close()
     return passages
-
-
-def cut_at_sentence(text: str, max_words: int) -> str:
-    """The longest prefix of whole sentences of ``text`` with at most ``max_words`` words."""
-    if max_words <= 0:
-        return ""
-    if count_words(text) <= max_words:
-        return text
-    kept_end, used = 0, 0
-    for start, end in split_sentences(text):
-        n = count_words(text[start:end])
-        if used + n > max_words:
-            break
-        kept_end, used = end, used + n
-    return text[:kept_end].strip()

@@ -638,14 +638,3 @@ def parse_query(text: str) -> tuple[list[str], list[str]]:
 def query_nodes(text: str) -> list[GraphNode]:
     """``GroundedExtractor().query_nodes`` with the default pipeline."""
     return GroundedExtractor().query_nodes(text)
-
-
-def index_parser(index: Any) -> GroundedExtractor:
-    """The index's own GroundedExtractor (the pipeline that built its graph), else a new one.
-
-    Retrievers parse questions with it so a question is read the way the documents were.
-    """
-    for extractor in getattr(index, "extractors", None) or ():
-        if isinstance(extractor, GroundedExtractor):
-            return extractor
-    return GroundedExtractor()

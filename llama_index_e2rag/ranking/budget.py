@@ -4,9 +4,9 @@ Retrievers rank units of different sizes (chunks that overlap, sentences, passag
 budget compares them fairly only if text is counted once. Each ranked piece is split into
 sentences placed at absolute character offsets of its document; a sentence whose characters are
 already mostly covered by text taken earlier (the overlap of two chunks, or the same sentence
-reached twice), or whose normalised text was already taken from the same document (pieces whose
-offsets are unknown, such as ChronoRAG's fact lists, can only be compared that way), is dropped;
-the rest is kept while the budget lasts.
+reached twice) is dropped; pieces whose offsets are unknown (ChronoRAG's fact lists) are compared
+with what was taken from the same document by their sentences' normalised text. The rest is kept
+while the budget lasts.
 """
 
 from __future__ import annotations
@@ -44,37 +44,62 @@ class Kept:
 
 
 class _Coverage:
-    """Character intervals already taken, per document (few and small: a sorted list will do)."""
+    """What was taken, per document: character intervals, and sentence texts.
+
+    Placed text is compared by place, so the same words told again elsewhere in the story (a
+    refrain) are not a repeat; text without a place (an assembled fact list) can only be
+    compared by its words, both ways.
+    """
 
     def __init__(self) -> None:
         self._spans: dict[str, list[tuple[int, int]]] = {}
-        self._texts: set[tuple[str, str]] = set()
+        self._placed: set[tuple[str, str]] = set()
+        self._unplaced: set[tuple[str, str]] = set()
 
     def repeated(self, doc_id: str, start: Optional[int], end: Optional[int], text: str) -> bool:
-        if (doc_id, normalize_text(text)) in self._texts:
-            return True
+        key = (doc_id, normalize_text(text))
         if start is None or end is None:
-            return False
+            return key in self._placed or key in self._unplaced
+        if key in self._unplaced:
+            return True
         covered = 0
-        for a, b in self._spans.get(doc_id, ()):
+        for a, b in _merged(self._spans.get(doc_id, [])):
             covered += max(0, min(b, end) - max(a, start))
         return covered > REPEAT_SHARE * max(1, end - start)
 
     def take(self, doc_id: str, start: Optional[int], end: Optional[int], text: str) -> None:
-        self._texts.add((doc_id, normalize_text(text)))
-        if start is not None and end is not None:
+        key = (doc_id, normalize_text(text))
+        if start is None or end is None:
+            self._unplaced.add(key)
+        else:
+            self._placed.add(key)
             self._spans.setdefault(doc_id, []).append((start, end))
 
 
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping intervals joined, so shared characters are counted once."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def budget_depth(budget_words: int, unit_words: int, floor: int = 0) -> int:
+    """How many ranked units to consider so a budget can be filled even after repeats."""
+    return max(floor, 2 * (budget_words // max(1, unit_words)) + 10)
+
+
 def fill_budget(
-    pieces: Iterable[Piece], budget_words: Optional[int], *, keep_whole: bool = False
+    pieces: Iterable[Piece], budget_words: Optional[int]
 ) -> list[Kept]:
     """Take ranked pieces until ``budget_words`` is spent; ``None`` means no budget (repeats are
     still removed).
 
     A piece that would overflow is cut after its last whole sentence that fits; if none fits it
-    is skipped and later (shorter) pieces may still fill what is left. ``keep_whole`` keeps a
-    piece's text unsplit when nothing of it repeats (sentence units that must stay verbatim).
+    is skipped and later (shorter) pieces may still fill what is left.
     """
     if budget_words is not None and budget_words < 1:
         raise ValueError(f"budget_words must be at least 1, got {budget_words}")
@@ -84,7 +109,7 @@ def fill_budget(
     for piece in pieces:
         if left is not None and left <= 0:
             break
-        sentences = _sentences(piece, keep_whole)
+        sentences = _sentences(piece)
         fresh = [s for s in sentences if not coverage.repeated(piece.doc_id, *s)]
         taken: list[tuple[Optional[int], Optional[int], str]] = []
         words = 0
@@ -104,11 +129,9 @@ def fill_budget(
     return kept
 
 
-def _sentences(piece: Piece, keep_whole: bool) -> list[tuple[Optional[int], Optional[int], str]]:
+def _sentences(piece: Piece) -> list[tuple[Optional[int], Optional[int], str]]:
     text = piece.text
-    if keep_whole:
-        spans = [(0, len(text.rstrip()))] if text.strip() else []
-    elif piece.start is None:  # assembled text (a list of facts): each line is a unit too
+    if piece.start is None:  # assembled text (a list of facts): each line is a unit too
         spans = [(a + s, a + e) for a, b in _lines(text) for s, e in split_sentences(text[a:b])]
     else:
         spans = split_sentences(text)

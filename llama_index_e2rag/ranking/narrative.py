@@ -108,22 +108,18 @@ class PassageTable:
     name_words: dict[str, set[str]] = field(default_factory=dict)
     #: predicate lemma -> [(passage row, participant names)]
     events: dict[str, list[tuple[int, frozenset[str]]]] = field(default_factory=dict)
-    #: event id -> passage row (for explanations)
-    event_rows: dict[str, int] = field(default_factory=dict)
+    #: (document order, start offset) per row, for placing nodes by offset
+    starts: list[tuple[int, int]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def row_of(self, doc_order: int, offset: int) -> Optional[int]:
         """The passage holding character ``offset`` of the document with that order."""
-        key = (doc_order, offset)
-        i = bisect.bisect_right(self._starts, key) - 1
-        if i < 0 or self._starts[i][0] != doc_order:
+        i = bisect.bisect_right(self.starts, (doc_order, offset)) - 1
+        if i < 0 or self.starts[i][0] != doc_order:
             return None
         return i
-
-    def set_starts(self, starts: list[tuple[int, int]]) -> None:
-        self._starts = starts
 
 
 def build_table(
@@ -142,8 +138,8 @@ def build_table(
         ids=[p.id for p in passages],
         doc_of=np.array([p.pos[0] for p in passages], dtype=np.int64),
         vectors=_unit_rows(np.asarray(vectors, dtype=np.float32)),
+        starts=[(p.pos[0], p.pos[1]) for p in passages],
     )
-    table.set_starts([(p.pos[0], p.pos[1]) for p in passages])
     rows_by_name: dict[str, set[int]] = {}
     by_chunk: dict[str, list[int]] = {}
     for row, passage in enumerate(passages):
@@ -174,7 +170,6 @@ def build_table(
             continue
         participants = frozenset(normalize_text(p) for p in event.attrs.get("participants", ()))
         table.events.setdefault(lemma, []).append((row, participants))
-        table.event_rows[event.id] = row
     return table
 
 
@@ -282,7 +277,8 @@ def match_names(table: PassageTable, name: str) -> list[str]:
 
     A mention name matches when it holds every proper word of the question name ("Peter" ~
     "Peter Rabbit", "McGregor" ~ "Mr. McGregor") and the two do not carry different titles
-    ("Mrs. Rabbit" is not "Mr. Rabbit").
+    ("Mrs. Rabbit" is not "Mr. Rabbit"), or when, carrying no title, all its words are in the
+    question name ("Peter Rabbit" ~ "Peter").
     """
     words = [w for w in name.split() if w not in _TITLES]
     if not words:
@@ -291,6 +287,8 @@ def match_names(table: PassageTable, name: str) -> list[str]:
     titles = set(name.split()) & _TITLES
     if titles:
         found = {n for n in found if not (set(n.split()) & _TITLES) or set(n.split()) & titles}
+    shorter = set().union(*(table.name_words.get(w, set()) for w in words))
+    found |= {n for n in shorter if not set(n.split()) & _TITLES and set(n.split()) <= set(words)}
     return sorted(found)
 
 

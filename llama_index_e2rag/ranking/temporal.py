@@ -18,6 +18,8 @@ from typing import Literal, Optional, Sequence
 
 import numpy as np
 
+from llama_index_e2rag.text import TITLE_ABBREVIATIONS
+
 Relation = Literal["after", "before", "during", "first", "last"]
 
 _CONNECTIVES: tuple[tuple[str, Relation], ...] = (
@@ -37,9 +39,14 @@ _RELATION = {
 _THEN = re.compile(r"\b(and then|then)\b", re.IGNORECASE)
 _FIRST = re.compile(r"\b(first|at first|in the beginning|at the beginning)\b", re.IGNORECASE)
 _LAST = re.compile(r"\b(last|finally|in the end|at the end|eventually)\b", re.IGNORECASE)
-#: A clause ends at a comma, semicolon, question or exclamation mark, or a full stop that does
-#: not close a title ("after Mr. McGregor saw him" keeps "Mr.").
-_CLAUSE_END = re.compile(r"[,;?!]|(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)\.(?=\s|$)")
+_PUNCTUATION = re.compile(r"[,;?!]|\.(?=\s|$)")
+_WORD_BEFORE = re.compile(r"(\w+)$")
+#: Question words: a "clause" that starts with one is the question itself, not an anchor.
+_WH = frozenset("what who whom whose which where why how when".split())
+#: Words that open a clause (its subject): "once he left" is a clause, "who once lived" is not.
+_SUBJECT_START = frozenset(
+    "he she they it i we you the his her their a an its this that these those".split()
+)
 #: Fewest words an anchor clause needs ("the troll incident" yes, "that" no).
 MIN_CLAUSE_WORDS = 2
 
@@ -66,16 +73,17 @@ def temporal_cue(question: str) -> Optional[TemporalCue]:
         word = match.group(1).lower()
         if word == "as" and not _is_clause_as(text, match):
             continue
-        rest = text[match.end() :]
-        cut = _CLAUSE_END.search(rest)
-        clause = (rest[: cut.start()] if cut else rest).strip()
+        if word == "once" and not _opens_clause(text[match.end() :]):
+            continue  # "who once lived there": an adverb, not "once he had left"
+        clause = _clause_after(text[match.end() :])
+        if word in ("until", "till") and _LAST.fullmatch(f"at {clause}".lower()):
+            return TemporalCue("last", "", word)  # "until the end"
         if len(clause.split()) >= MIN_CLAUSE_WORDS:
             return TemporalCue(_RELATION[word], clause, word)
     then = _THEN.search(text)
     if then:
-        parts = [p.strip() for p in _CLAUSE_END.split(text[: then.start()]) if p.strip()]
-        clause = parts[-1] if parts else ""
-        if len(clause.split()) >= MIN_CLAUSE_WORDS:
+        clause = _clause_before(text[: then.start()])
+        if len(clause.split()) >= MIN_CLAUSE_WORDS and clause.split()[0].lower() not in _WH:
             return TemporalCue("after", clause, then.group(1).lower())
     if _FIRST.search(text):
         return TemporalCue("first", "", "first")
@@ -84,17 +92,46 @@ def temporal_cue(question: str) -> Optional[TemporalCue]:
     return None
 
 
+def _clause_ends(text: str) -> list[int]:
+    """Where clauses end: commas, semicolons, question and exclamation marks, and full stops
+    that do not close a title ("after Mr. McGregor saw him" keeps "Mr.")."""
+    ends = []
+    for match in _PUNCTUATION.finditer(text):
+        if match.group() == ".":
+            word = _WORD_BEFORE.search(text, 0, match.start())
+            if word and word.group(1).lower() in TITLE_ABBREVIATIONS:
+                continue
+        ends.append(match.start())
+    return ends
+
+
+def _clause_after(rest: str) -> str:
+    ends = _clause_ends(rest)
+    return (rest[: ends[0]] if ends else rest).strip()
+
+
+def _clause_before(head: str) -> str:
+    bounds = [0, *[e + 1 for e in _clause_ends(head)]]
+    pieces = [head[a:b].strip(" ,;?!.") for a, b in zip(bounds, [*bounds[1:], len(head)])]
+    pieces = [p for p in pieces if p]
+    return pieces[-1] if pieces else ""
+
+
+def _opens_clause(after: str) -> bool:
+    first = after.lstrip().split(" ", 1)[0] if after.strip() else ""
+    return first.lower() in _SUBJECT_START or first[:1].isupper()
+
+
 def _is_clause_as(text: str, match: re.Match[str]) -> bool:
     """"as" is temporal only when a clause follows ("as he ran"), not in "as big as his
     sisters", "such as", "the same as"."""
     before = text[: match.start()].rstrip().lower()
-    after = text[match.end() :].lstrip().lower()
+    after = text[match.end() :]
     if before.endswith(("such", "as", "same", "so", "known", "well")):
         return False
     if "as" in before.split()[-3:]:  # the second "as" of a comparison
         return False
-    first = after.split(" ", 1)[0] if after else ""
-    return first in {"he", "she", "they", "it", "i", "we", "you", "the", "his", "her", "their"}
+    return _opens_clause(after)
 
 
 def anchor_boost(

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_e2rag.ranking.budget import Piece, fill_budget
+from llama_index_e2rag.ranking.budget import Piece, budget_depth, fill_budget
 
 #: Metadata flag on a node whose text the budget shortened (repeats dropped or cut at the end).
 TRIMMED_KEY = "budget_trimmed"
@@ -21,11 +21,6 @@ TRIMMED_KEY = "budget_trimmed"
 def check_budget(budget_words: Optional[int]) -> None:
     if budget_words is not None and budget_words < 1:
         raise ValueError(f"budget_words must be at least 1, got {budget_words}")
-
-
-def candidate_depth(budget_words: int, unit_words: int, floor: int) -> int:
-    """How many ranked units to fetch so the budget can be filled even after repeats."""
-    return max(floor, 2 * (budget_words // max(1, unit_words)) + 10)
 
 
 def within_budget(
@@ -61,3 +56,6 @@ def _offset(item: NodeWithScore) -> Optional[int]:
     if start is None or end is None or end - start != len(node.get_content()):
         return None
     return int(start)
+
+
+__all__ = ["TRIMMED_KEY", "budget_depth", "check_budget", "within_budget"]

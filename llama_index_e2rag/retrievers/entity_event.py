@@ -45,17 +45,19 @@ from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQu
 
 from llama_index_e2rag.context import (
     EVIDENCE_KEY,
+    SIGNALS_KEY,
     ContextBundle,
     bundle_from_retrieved,
     render_evidence,
 )
 from llama_index_e2rag.errors import LLMOutputError, MissingModelError
-from llama_index_e2rag.extract.grounded import index_parser
 from llama_index_e2rag.ranking import mention_events, one_hop, rerank_mentions
 from llama_index_e2rag.ranking.temporal import TemporalCue, anchored, temporal_cue
-from llama_index_e2rag.retrievers.budget import candidate_depth, check_budget, within_budget
+from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
+from llama_index_e2rag.retrievers.parsing import index_parser
 from llama_index_e2rag.retrievers.vector import CHUNK_WORDS_FLOOR, chunk_result
 from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
+from llama_index_e2rag.state_cache import StateCache
 
 logger = logging.getLogger(__name__)
 
@@ -235,14 +237,21 @@ class EntityEventRetriever(BaseRetriever):
             (cid for cid in chunk_sims if cid in positions),
             key=lambda cid: (-ranking[cid], positions[cid]),
         )
+        signals = {
+            cid: {"similarity": round(sim, 4), "anchor": round(ranking[cid] - sim, 4)}
+            for cid, sim in chunk_sims.items()
+        }
         if self.budget_words is None:
-            return self._to_nodes(ranked[: self.similarity_top_k], ranking, expanded, seeds), plan
+            top = ranked[: self.similarity_top_k]
+            return self._to_nodes(top, ranking, expanded, seeds, signals), plan
         if not self.faithful:  # chunks beyond V_q+ keep filling the budget, best first
-            depth = candidate_depth(self.budget_words, CHUNK_WORDS_FLOOR, self.similarity_top_k)
+            depth = budget_depth(self.budget_words, CHUNK_WORDS_FLOOR, self.similarity_top_k)
             extra = await self._lookup(NodeKind.CHUNK, z_q, depth, aio)
             ranked += [cid for cid in sorted(extra, key=lambda c: -extra[c]) if cid not in ranking]
+            for cid, sim in extra.items():
+                signals.setdefault(cid, {"similarity": round(sim, 4), "beyond_v_q": 1.0})
             ranking = {**extra, **ranking}
-        nodes = self._to_nodes(ranked, ranking, expanded, seeds)
+        nodes = self._to_nodes(ranked, ranking, expanded, seeds, signals)
         return within_budget(nodes, self.budget_words), plan
 
     async def _anchored(
@@ -253,9 +262,7 @@ class EntityEventRetriever(BaseRetriever):
         anchors = [n.chunk_id for n in self._index.graph_store.get_nodes(hits) if n.chunk_id]
         if not anchors:
             return sims
-        graph = self._index.graph_store
-        chunks = sort_by_position(graph.nodes(NodeKind.CHUNK))
-        sequence = [(c.id, c.pos[0]) for c in chunks]
+        sequence = _CHUNK_SEQUENCE.get(self._index)
         return anchored(
             sims, sequence, anchors, cue.relation, self.anchor_weight, ANCHOR_SPAN, ANCHOR_DECAY,
             ANCHOR_SELF,
@@ -389,6 +396,7 @@ class EntityEventRetriever(BaseRetriever):
         sims: dict[str, float],
         expanded: list[GraphNode],
         seeds: dict[str, float],
+        signals: dict[str, dict[str, float]],
     ) -> list[NodeWithScore]:
         """Chunks with the evidence that led there: ids (hidden) and a compact text (LLM-visible).
 
@@ -411,6 +419,7 @@ class EntityEventRetriever(BaseRetriever):
                 EVIDENCE_KEY: [n.id for n in evidence],
                 "seed_scores": {n.id: seeds[n.id] for n in evidence if n.id in seeds},
                 "retriever": "entity_event",
+                SIGNALS_KEY: {k: v for k, v in signals.get(chunk.node_id, {}).items() if v},
             }
             text = render_evidence(
                 chunk.node_id, [expanded_by_id[i] for i in shown if i in expanded_by_id], touching
@@ -421,6 +430,15 @@ class EntityEventRetriever(BaseRetriever):
                 )
             )
         return results
+
+
+def _chunk_sequence(index: Any, state: Any) -> list[tuple[str, int]]:
+    """The extraction chunks in story order (ChronoRAG's layer-0 chunks are another unit)."""
+    chunks = [c for c in index.graph_store.nodes(NodeKind.CHUNK) if c.attrs.get("layer") != 0]
+    return [(c.id, c.pos[0]) for c in sort_by_position(chunks)]
+
+
+_CHUNK_SEQUENCE: StateCache[list[tuple[str, int]]] = StateCache(_chunk_sequence)
 
 
 def _hits(result: VectorStoreQueryResult) -> dict[str, float]:

@@ -32,7 +32,6 @@ from llama_index.core.schema import (
 
 from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
-from llama_index_e2rag.extract.grounded import index_parser
 from llama_index_e2rag.node_embeddings import (
     EMBEDDING_VARIANTS,
     EmbeddingVariant,
@@ -42,6 +41,7 @@ from llama_index_e2rag.node_embeddings import (
     l2_normalize,
 )
 from llama_index_e2rag.retrievers.budget import check_budget, within_budget
+from llama_index_e2rag.retrievers.parsing import index_parser
 from llama_index_e2rag.schema import GraphNode, NodeKind
 
 Order = Literal["relevance", "story"]

@@ -6,17 +6,19 @@ The default mode of ``E2RAGIndex``. One query:
    its temporal cue (*after / before / when / first / last* …, ``ranking.temporal``);
 2. scores every passage with BM25 (``bm25s``) and the embedding, plus the graph signals of
    ``ranking.narrative`` (mentions, events, co-participation, temporal anchor, story edge);
-3. fuses them with the fitted ``NarrativeWeights``, lets strong hits bring the passage that follows
-   them (continuation), and fills ``budget_words`` (or returns ``similarity_top_k`` passages)
+3. fuses them with the fitted ``NarrativeWeights``, lets strong hits bring their neighbouring
+   passage (the one after; for a *before* question the one before: continuation), and fills ``budget_words`` (or returns ``similarity_top_k`` passages)
    without repeating text, cutting the last passage at a sentence end.
 
 Every returned node says what brought it: ``metadata["signals"]`` holds each signal's weighted
-contribution to its score (``continuation`` names the passage it continues).
+contribution to its score; a passage brought by continuation also has ``continuation`` (the score
+of the hit it continues, not part of its own score) and ``metadata["continues"]`` (that hit's id).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -34,13 +36,14 @@ from llama_index_e2rag.context import (
     EVIDENCE_KEY,
     POS_KEY,
     POSITION_KEY,
+    SIGNALS_KEY,
     ContextOrder,
     format_position,
 )
+from llama_index_e2rag.errors import E2RAGError, MissingModelError
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
-from llama_index_e2rag.extract.grounded import index_parser
 from llama_index_e2rag.passage_cache import NarrativeState, narrative_state
-from llama_index_e2rag.ranking.budget import Piece, fill_budget
+from llama_index_e2rag.ranking.budget import Piece, budget_depth, fill_budget
 from llama_index_e2rag.ranking.narrative import (
     SIGNALS,
     NarrativeWeights,
@@ -51,12 +54,15 @@ from llama_index_e2rag.ranking.narrative import (
     signals,
 )
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
-from llama_index_e2rag.retrievers.budget import check_budget
+from llama_index_e2rag.retrievers.budget import TRIMMED_KEY, check_budget
+from llama_index_e2rag.retrievers.parsing import index_parser
 from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS
+from llama_index_e2rag.schema import NodeKind
 
-#: Metadata key of a result's explanation: ``{signal: weighted contribution}``.
-SIGNALS_KEY = "signals"
-_HIDDEN = (*BOOKKEEPING_KEYS, SIGNALS_KEY, "span")
+#: Metadata key naming the passage a continuation follows (or, for *before*, precedes).
+CONTINUES_KEY = "continues"
+_HIDDEN = (*BOOKKEEPING_KEYS, CONTINUES_KEY, TRIMMED_KEY, "span")
+logger = logging.getLogger(__name__)
 
 
 class NarrativeRetriever(BaseRetriever):
@@ -126,7 +132,8 @@ class NarrativeRetriever(BaseRetriever):
             return QueryGraph()
         try:
             return QueryGraph.from_nodes(self._parser.query_nodes(text))
-        except ImportError:  # spaCy or its model is not installed
+        except (ImportError, MissingModelError) as exc:  # spaCy or its model is not installed
+            logger.warning("no spaCy parser (%s): the narrative mode's graph signals are off", exc)
             self._parser = False
             return QueryGraph()
 
@@ -150,6 +157,13 @@ class NarrativeRetriever(BaseRetriever):
         graphs: list[QueryGraph],
         cue: Optional[TemporalCue],
     ) -> Signals:
+        width = state.table.vectors.shape[1] if len(state.table) else len(vectors[0])
+        if any(len(v) != width for v in vectors):
+            raise E2RAGError(
+                f"this index's passages have {width}-dimensional vectors but its embed model "
+                f"returns {len(vectors[0])}; load the index with the embedding model it was "
+                "built with"
+            )
         clause = None
         if len(texts) > 1:
             clause = (state.lexical.scores(texts[1]), np.asarray(vectors[1]), graphs[1])
@@ -166,6 +180,12 @@ class NarrativeRetriever(BaseRetriever):
         """Rank, continue and fill the budget from precomputed signals."""
         table = state.table
         if not len(table):
+            if self._index.graph_store.nodes(NodeKind.CHUNK):
+                raise E2RAGError(
+                    "this index has no passages (it was built before the narrative mode "
+                    "existed): index its documents again (e2rag index PATH --store DIR) or "
+                    "choose another mode"
+                )
             return []
         ranked = rank(table, sig, self.weights, self._depth(table))
         graph_nodes = self._index.graph_store.get_nodes([table.ids[r.row] for r in ranked])
@@ -184,9 +204,12 @@ class NarrativeRetriever(BaseRetriever):
             row: Ranked = item.piece.key
             node = by_id[table.ids[row.row]]
             explanation = dict(row.contributions)
+            meta = dict(chunk_meta.get(node.chunk_id or "", {}))
             if row.continued_from is not None:
                 explanation["continuation"] = round(_score_of(ranked, row.continued_from), 4)
-            meta = chunk_meta.get(node.chunk_id or "", {})
+                meta[CONTINUES_KEY] = table.ids[row.continued_from]
+            if item.trimmed:
+                meta[TRIMMED_KEY] = True
             results.append(
                 NodeWithScore(
                     node=_passage_node(node, item.text, item.start, item.end, meta, explanation),
@@ -196,11 +219,10 @@ class NarrativeRetriever(BaseRetriever):
         return results
 
     def _depth(self, table: Any) -> int:
-        """How many ranked passages to consider: enough to fill the budget twice over."""
+        """How many ranked passages to consider: ``similarity_top_k``, or enough for the budget."""
         if self.budget_words is None:
             return self.similarity_top_k
-        words = max(1, self._index.passage_words)
-        return min(len(table), 2 * (self.budget_words // words + 1) + 10)
+        return min(len(table), budget_depth(self.budget_words, self._index.passage_words))
 
     def _chunk_metadata(self, chunk_ids: set[str]) -> dict[str, dict[str, Any]]:
         """User metadata (file name, title …) of the chunks holding the passages."""

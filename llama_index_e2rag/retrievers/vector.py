@@ -18,17 +18,20 @@ from llama_index_e2rag.context import (
     EVIDENCE_TEXT_KEY,
     POS_KEY,
     POSITION_KEY,
+    SIGNALS_KEY,
     ContextOrder,
     format_position,
 )
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
-from llama_index_e2rag.retrievers.budget import candidate_depth, check_budget, within_budget
+from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
 from llama_index_e2rag.schema import GraphNode, NodeKind
 
 #: Words a chunk is assumed to hold at least when sizing the candidates for a budget.
 CHUNK_WORDS_FLOOR = 50
 #: Retrieval bookkeeping on returned chunks, kept out of embedding and LLM views.
-BOOKKEEPING_KEYS = (POS_KEY, "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "seed_scores")
+BOOKKEEPING_KEYS = (
+    POS_KEY, "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "seed_scores", SIGNALS_KEY
+)
 
 
 class VectorChunkRetriever(BaseRetriever):
@@ -68,7 +71,7 @@ class VectorChunkRetriever(BaseRetriever):
     def _query(self, vector: list[float]) -> VectorStoreQuery:
         top_k = self.similarity_top_k
         if self.budget_words is not None:
-            top_k = candidate_depth(self.budget_words, CHUNK_WORDS_FLOOR, top_k)
+            top_k = budget_depth(self.budget_words, CHUNK_WORDS_FLOOR, top_k)
         return VectorStoreQuery(query_embedding=vector, similarity_top_k=top_k)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

@@ -187,7 +187,8 @@ NAMED = _table(
     ("name", "expected"),
     [
         ("peter", ["peter", "peter rabbit"]),
-        ("peter rabbit", ["peter rabbit"]),
+        # and a shorter name without a title, all of whose words the question name holds
+        ("peter rabbit", ["peter", "peter rabbit"]),
         ("mcgregor", ["mr mcgregor"]),
         ("mr mcgregor", ["mr mcgregor"]),
         # the documented rule: a mention without a title matches a question name with one

@@ -206,3 +206,18 @@ def test_wrong_side_marks_the_story_the_question_does_not_look_at():
     # several anchors: wrong only where every anchor says so
     assert list(wrong_side(docs, [1, 3], "after")) == [1, 0, 0, 0, 0, 0, 0, 0]
     assert list(wrong_side(docs, [1, 6], "after")) == [0] * 8
+
+
+@pytest.mark.parametrize(
+    "question, expected",
+    [
+        ("Who once lived in the castle?", None),  # "once" as an adverb
+        ("Once the king had died, who ruled?", ("after", "the king had died")),
+        ("What happened then to the prince?", None),  # "then" after the question itself
+        ("Peter ate lettuces, then what did he eat?", ("after", "Peter ate lettuces")),
+        ("Did he stay until the end?", ("last", "")),
+    ],
+)
+def test_once_then_and_until_the_end(question, expected):
+    cue = temporal_cue(question)
+    assert (None if cue is None else (cue.relation, cue.clause)) == expected
