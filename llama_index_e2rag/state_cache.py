@@ -29,7 +29,11 @@ def graph_state(index: Any) -> Hashable:
 
 
 class StateCache(Generic[T]):
-    """``build(index, state)`` once per graph store and content state, thread-safe."""
+    """``build(index, state)`` once per graph store and content state, thread-safe.
+
+    Concurrent first queries wait for one build instead of each building; a build is stored
+    under the state it was computed for, so it never replaces a newer one.
+    """
 
     def __init__(self, build: Callable[[Any, Hashable], T]) -> None:
         self._build = build
@@ -37,15 +41,24 @@ class StateCache(Generic[T]):
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
+        self._building = threading.Lock()
+
+    def _cached(self, graph: Any, state: Hashable) -> tuple[bool, Any]:
+        with self._lock:
+            cached = self._values.get(graph)
+        return (True, cached[1]) if cached is not None and cached[0] == state else (False, None)
 
     def get(self, index: Any) -> T:
         graph = index.graph_store
         state = graph_state(index)
-        with self._lock:
-            cached = self._values.get(graph)
-        if cached is not None and cached[0] == state:
-            return cached[1]
-        value = self._build(index, state)
-        with self._lock:
-            self._values[graph] = (state, value)
+        hit, value = self._cached(graph, state)
+        if hit:
+            return value
+        with self._building:
+            hit, value = self._cached(graph, state)
+            if hit:
+                return value
+            value = self._build(index, state)
+            with self._lock:
+                self._values[graph] = (state, value)
         return value
