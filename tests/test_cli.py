@@ -223,3 +223,21 @@ def test_empty_question_exits_1_with_one_line(
     err = capsys.readouterr().err
     assert err.startswith("e2rag: error: the question is empty") and err.count("\n") == 1
     assert sum(models.calls_by_kind.values()) == calls
+
+
+def test_query_explain_and_budget(
+    models: ScriptedLLM, books: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--explain adds one line per result saying what brought it; --budget-words bounds it."""
+    store = tmp_path / "store"
+    assert main(["index", str(books), "--store", str(store), "--chunk-size", "60", "--quiet"]) == 0
+    capsys.readouterr()
+    question = "What did Hermione do after the troll fight?"
+    assert main(["query", question, "--store", str(store), "--explain",
+                 "--budget-words", "40"]) == 0
+    lines = capsys.readouterr().out.split("\nEvidence:\n")[1].strip().splitlines()
+    results = [line for line in lines if line.startswith("[")]
+    explained = [line for line in lines if line.startswith("    signals: ")]
+    assert results and len(explained) == len(results)
+    assert any("lexical" in line or "dense" in line for line in explained)
+    assert main(["query", question, "--store", str(store), "--budget-words", "0"]) == 1
