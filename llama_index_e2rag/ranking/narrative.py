@@ -50,7 +50,8 @@ _TITLES = frozenset(
 
 @dataclass(frozen=True)
 class NarrativeWeights:
-    """How signals combine (fitted on FairytaleQA train; see ``WEIGHTS_PATH``).
+    """How signals combine (fitted on FairytaleQA train; see ``WEIGHTS_PATH``, whose values the
+    defaults repeat, so ``NarrativeWeights()`` and ``NarrativeWeights.fitted()`` agree).
 
     ``continuation``: a hit within this many z-units of the best hit brings the passage that
     follows it (negative: never). ``anchor_span`` / ``anchor_decay`` / ``anchor_self``: how far
@@ -60,18 +61,18 @@ class NarrativeWeights:
     """
 
     lexical: float = 0.5
-    dense: float = 0.5
-    mention: float = 0.0
-    event: float = 0.0
-    co_event: float = 0.0
+    dense: float = 0.7
+    mention: float = 0.5
+    event: float = 2.0
+    co_event: float = 0.5
     anchor: float = 3.0
-    edge: float = 0.0
-    continuation: float = 0.15
-    anchor_span: int = 2
+    edge: float = 0.25
+    continuation: float = 0.0
+    anchor_span: int = 3
     anchor_decay: float = 0.5
-    anchor_self: float = 0.5
+    anchor_self: float = 0.0
     anchor_top: int = 1
-    anchor_side: float = 0.0
+    anchor_side: float = 0.5
 
     @classmethod
     def fitted(cls) -> "NarrativeWeights":

@@ -330,7 +330,7 @@ def test_the_anchor_part_rewards_passages_after_the_best_clause_passage():
     table = _table((6,))
     clause = (np.array([0, 3.0, 0, 0, 0, 0]), np.zeros(6), np.zeros(6))
     w = NarrativeWeights(lexical=1.0, dense=0.0, anchor=2.0, anchor_span=2, anchor_decay=0.5,
-                         anchor_self=0.25)
+                         anchor_self=0.25, anchor_side=0.0)
     after = _signals(6, cue=TemporalCue("after", "x y", "after"), clause=clause)
     _, parts = fuse(table, after, w)
     assert np.allclose(parts["anchor"], [0, 0.5, 2.0, 1.0, 0, 0])
@@ -487,3 +487,11 @@ def test_the_question_light_verbs_name_no_event():
     graph = QueryGraph.from_nodes(nodes)
     assert [lemma for lemma, _ in graph.events] == ["lose"]
     assert all(verb not in [lemma for lemma, _ in graph.events] for verb in narrative.LIGHT_VERBS)
+
+
+def test_the_class_defaults_are_the_shipped_fitted_weights():
+    from dataclasses import fields
+
+    shipped = json.loads(narrative.WEIGHTS_PATH.read_text(encoding="utf-8"))["weights"]
+    assert set(shipped) == {f.name for f in fields(NarrativeWeights)}
+    assert NarrativeWeights.fitted() == NarrativeWeights()

@@ -54,8 +54,9 @@ AFTER = [
 CLAUSE_WORDS = pytest.mark.xfail(
     strict=True,
     reason="the anchor clause's words also score in the question's own lexical/dense/event/"
-    "mention signals, so a later passage that restates the anchor event outranks the passages "
-    "the 'before' bonus (weight 2.0) points at, and the first result lies after the anchor",
+    "mention signals, so a later passage that restates the anchor event can outrank the "
+    "passages the 'before' bonus points at (with the fitted anchor_side cost 4 of the 5 "
+    "'before' questions here pass; this one still puts a later passage first)",
 )
 BEFORE_FEAST = ("greymoor", "What did Hermione do before the feast?", "The feast had barely begun")
 BEFORE_SICK = ("peter", "What did Peter eat before he felt sick?", "feeling rather sick")
@@ -68,7 +69,7 @@ BEFORE = [
     BEFORE_SICK,
     BEFORE_TROLL,
     pytest.param(*BEFORE_SHOES, marks=CLAUSE_WORDS),
-    pytest.param(*BEFORE_MATCH, marks=CLAUSE_WORDS),
+    BEFORE_MATCH,
 ]
 QUESTIONS = {
     "peter": [
@@ -293,13 +294,17 @@ def test_the_anchor_bonus_points_from_the_anchor_event_in_the_cue_direction(
     neighbour = passages[at + 1 if relation == "after" else at - 1]
     bonus = {r.node.node_id: r.node.metadata[SIGNALS_KEY].get("anchor", 0.0)
              for r in _everything(index, question)}
+    weights = NarrativeWeights.fitted()
     # the anchor clause found the event the question names, and the full bonus goes to the
-    # passage next to it on the cue's side; the anchor itself gets less (anchor_self)
+    # passage next to it on the cue's side; the anchor itself gets its anchor_self share
     assert bonus[neighbour.id] == max(bonus.values()) > 0
-    assert 0 < bonus[anchor.id] < bonus[neighbour.id]
-    # no bonus on the other side of the anchor
+    assert bonus[anchor.id] == pytest.approx(weights.anchor * weights.anchor_self, abs=1e-3)
+    assert bonus[anchor.id] < bonus[neighbour.id]
+    # the other side of the anchor: no bonus, only the anchor_side cost
     other = passages[:at] if relation == "after" else passages[at + 1 :]
-    assert not any(bonus[p.id] for p in other)
+    assert all(
+        bonus[p.id] == pytest.approx(-weights.anchor_side, abs=1e-3) for p in other
+    )
 
 
 @pytest.mark.parametrize(("story", "question", "anchor_words", "relation"), TEMPORAL)
@@ -339,8 +344,8 @@ def test_a_disabled_signal_never_explains_a_result(stories, signal):
 
 def test_lexical_weight_alone_ranks_by_bm25(peter):
     question = "Where did Peter lose his shoes among the cabbages?"
-    weights = NarrativeWeights(lexical=1.0, dense=0.0, anchor=0.0, continuation=-1.0)
-    results = _everything(peter, question, weights=weights)
+    weights = NarrativeWeights(lexical=1.0).without(*(s for s in SIGNALS if s != "lexical"))
+    results = _everything(peter, question, weights=weights.without("continuation"))
     scores = peter.lexical_index().scores(question)
     ids = peter.lexical_index().ids
     matched = int(np.count_nonzero(scores))
@@ -350,7 +355,9 @@ def test_lexical_weight_alone_ranks_by_bm25(peter):
 
 def test_dense_weight_alone_ranks_by_cosine(peter, minilm):
     question = "a frightened rabbit hiding from the gardener"
-    weights = NarrativeWeights(lexical=0.0, dense=1.0, anchor=0.0, continuation=-1.0)
+    weights = NarrativeWeights(dense=1.0).without(
+        *(s for s in SIGNALS if s != "dense"), "continuation"
+    )
     results = _everything(peter, question, weights=weights)
     passages = _passages(peter)
     query = np.asarray(minilm.get_query_embedding(question))
@@ -393,7 +400,9 @@ def test_graph_signals_come_from_the_question_parse(peter):
     ("What happened first?", 1), ("What happened at the end?", -1)
 ])
 def test_edge_weight_leans_to_the_start_or_the_end_of_the_story(peter, question, direction):
-    weights = NarrativeWeights(lexical=0.0, dense=0.0, anchor=0.0, edge=1.0, continuation=-1.0)
+    weights = NarrativeWeights(edge=1.0).without(
+        *(s for s in SIGNALS if s != "edge"), "continuation"
+    )
     results = peter.as_retriever(weights=weights, similarity_top_k=5).retrieve(question)
     starts = [_start(r) for r in results]
     assert starts == sorted(starts, reverse=direction < 0)
