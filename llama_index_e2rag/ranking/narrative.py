@@ -1,7 +1,7 @@
 """The ``narrative`` mode's fusion: lexical + dense + graph signals + temporal anchors.
 
-Framework-free (NumPy and the schema only) so both packages and the weight-fitting script score
-passages identically. A ``PassageTable`` is the read model of one index state: passages in story
+Framework-free (NumPy and the schema only) so the retriever and the weight-fitting script score
+passages identically, and ``lightrag_ext`` can reuse it. A ``PassageTable`` is the read model of one index state: passages in story
 order with their vectors, and the graph read per passage (which characters are mentioned there,
 pronouns resolved by the parser included; which events happen there, with their participants).
 ``signals`` turns one question into per-passage signal arrays; ``rank`` combines them with

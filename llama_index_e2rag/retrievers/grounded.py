@@ -31,7 +31,6 @@ from llama_index.core.schema import (
 )
 
 from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
-from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
 from llama_index_e2rag.node_embeddings import (
     EMBEDDING_VARIANTS,
     EmbeddingVariant,
@@ -42,6 +41,7 @@ from llama_index_e2rag.node_embeddings import (
 )
 from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.retrievers.parsing import index_parser
+from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import GraphNode, NodeKind
 
 Order = Literal["relevance", "story"]
@@ -307,11 +307,9 @@ class GroundedGraphRetriever(BaseRetriever):
         whole matrix search.
         """
         known = cache.chunk_metadata
-        missing = sorted(i for i in chunk_ids if i and i not in known)
-        for chunk in self._index.get_chunks(missing) if missing else ():
-            known[chunk.node_id] = {
-                k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS
-            }
+        missing = [i for i in chunk_ids if i and i not in known]
+        if missing:
+            known.update(chunk_metadata(self._index, missing))
         return known
 
 

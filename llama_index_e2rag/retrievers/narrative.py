@@ -41,7 +41,6 @@ from llama_index_e2rag.context import (
     format_position,
 )
 from llama_index_e2rag.errors import E2RAGError, MissingModelError
-from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
 from llama_index_e2rag.passage_cache import NarrativeState, narrative_state
 from llama_index_e2rag.ranking.budget import Piece, budget_depth, fill_budget
 from llama_index_e2rag.ranking.narrative import (
@@ -56,7 +55,7 @@ from llama_index_e2rag.ranking.narrative import (
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
 from llama_index_e2rag.retrievers.budget import TRIMMED_KEY, check_budget
 from llama_index_e2rag.retrievers.parsing import index_parser
-from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS
+from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS, chunk_metadata
 from llama_index_e2rag.schema import NodeKind
 
 #: Metadata key naming the passage a continuation follows (or, for *before*, precedes).
@@ -198,7 +197,7 @@ class NarrativeRetriever(BaseRetriever):
         kept = fill_budget(pieces, self.budget_words)
         if self.budget_words is None:
             kept = kept[: self.similarity_top_k]
-        chunk_meta = self._chunk_metadata({state.chunk_ids[k.piece.key.row] for k in kept})
+        chunk_meta = chunk_metadata(self._index, (state.chunk_ids[k.piece.key.row] for k in kept))
         results = []
         for item in kept:
             row: Ranked = item.piece.key
@@ -224,13 +223,6 @@ class NarrativeRetriever(BaseRetriever):
             return self.similarity_top_k
         return min(len(table), budget_depth(self.budget_words, self._index.passage_words))
 
-    def _chunk_metadata(self, chunk_ids: set[str]) -> dict[str, dict[str, Any]]:
-        """User metadata (file name, title …) of the chunks holding the passages."""
-        chunks = self._index.get_chunks(sorted(i for i in chunk_ids if i))
-        return {
-            c.node_id: {k: v for k, v in c.metadata.items() if k not in INTERNAL_METADATA_KEYS}
-            for c in chunks
-        }
 
 
 def _score_of(ranked: Sequence[Ranked], row: int) -> float:

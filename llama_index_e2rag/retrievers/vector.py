@@ -6,7 +6,7 @@ metadata as the graph retrievers so the same context assembly and answer step ap
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Iterable, Literal, Optional, Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
@@ -104,6 +104,15 @@ class VectorChunkRetriever(BaseRetriever):
             position = {nws.node.node_id: pos for pos, nws in results}
             ranked.sort(key=lambda nws: position[nws.node.node_id])
         return ranked
+
+
+def chunk_metadata(index: Any, chunk_ids: Iterable[Optional[str]]) -> dict[str, dict[str, Any]]:
+    """User metadata (file name, title …) of chunks, by id, so results can cite their source."""
+    chunks = index.get_chunks(sorted({i for i in chunk_ids if i}))
+    return {
+        c.node_id: {k: v for k, v in c.metadata.items() if k not in INTERNAL_METADATA_KEYS}
+        for c in chunks
+    }
 
 
 def chunk_result(
