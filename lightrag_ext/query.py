@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
 
 import numpy as np
 from lightrag.base import QueryParam
@@ -76,29 +76,49 @@ def _cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     return (matrix @ query) / np.where(norms == 0, 1.0, norms)
 
 
-async def _similarities(storage: Any, ids: list[str], query: np.ndarray) -> dict[str, float]:
-    """Query similarity of stored vectors (computed here, so every backend scores alike)."""
-    if not ids:
-        return {}
-    vectors = await storage.get_vectors_by_ids(ids)
-    found = [i for i in ids if i in vectors]
-    if not found:
-        return {}
-    matrix = np.asarray([vectors[i] for i in found], dtype=np.float64)
-    return dict(zip(found, _cosine(matrix, query).tolist()))
+class LayerSource:
+    """``ranking.E2RAGSource`` over LightRAG's storages: the event layer's mention and event
+    vector stores, the chunk store, and the layer's graph around the hits. Scores are our own
+    cosine of the stored vectors, so every LightRAG backend ranks alike."""
 
+    def __init__(self, rag: "LightRAG", layer: EventLayerStore) -> None:
+        self._layer = layer
+        self._vdbs = {
+            NodeKind.MENTION: layer.mentions_vdb,
+            NodeKind.EVENT: layer.events_vdb,
+            NodeKind.CHUNK: rag.chunks_vdb,
+        }
 
-async def _lookup(storage: Any, text: str, vector: np.ndarray, top_k: int) -> dict[str, float]:
-    """The ``top_k`` stored nodes nearest to ``vector``, scored by our own cosine."""
-    hits = await storage.query(text, top_k=top_k, query_embedding=vector)
-    return await _similarities(storage, [hit["id"] for hit in hits], vector)
+    async def lookup(self, kind: NodeKind, vector: np.ndarray, top_k: int) -> dict[str, float]:
+        hits = await self._vdbs[kind].query("", top_k=top_k, query_embedding=vector)
+        return await self.similarities(kind, vector, [hit["id"] for hit in hits])
 
+    async def similarities(
+        self, kind: NodeKind, vector: np.ndarray, ids: Collection[str]
+    ) -> dict[str, float]:
+        wanted = list(ids)
+        if not wanted:
+            return {}
+        vectors = await self._vdbs[kind].get_vectors_by_ids(wanted)
+        found = [i for i in wanted if i in vectors]
+        if not found:
+            return {}
+        matrix = np.asarray([vectors[i] for i in found], dtype=np.float64)
+        return dict(zip(found, _cosine(matrix, np.asarray(vector, dtype=np.float64)).tolist()))
 
-def _offer(best: dict[str, float], hits: dict[str, float]) -> None:
-    """Keep each node's best score over several cues."""
-    for node_id, score in hits.items():
-        if score > best.get(node_id, float("-inf")):
-            best[node_id] = score
+    async def neighbourhood(self, ids: Sequence[str]) -> NetworkXGraphStore:
+        """The nodes ``ids`` with their bipartite neighbours and the edges between them, in
+        three batched calls (only neighbours of the other kind: co-occurrence and ``next``
+        edges join nodes of one kind)."""
+        layer = self._layer
+        hop = await layer.neighbor_ids(ids)
+        pairs = [(i, n) for i in ids for n in hop.get(i, []) if _kind(n) not in (_kind(i), None)]
+        nodes = await layer.get_nodes([*ids, *(n for _, n in pairs)])
+        edges = await layer.get_edges(pairs)
+        graph = NetworkXGraphStore()
+        graph.upsert_nodes(nodes.values())
+        graph.upsert_edges(e for e in edges if e.source in nodes and e.target in nodes)
+        return graph
 
 
 def _kind(node_id: str) -> Optional[str]:
@@ -151,61 +171,6 @@ def _clean(phrases: list[str]) -> list[str]:
     return list(dict.fromkeys(p.strip() for p in phrases if p and p.strip()))
 
 
-async def _local_graph(layer: EventLayerStore, ids: list[str]) -> NetworkXGraphStore:
-    """The nodes ``ids`` with their bipartite neighbours and the edges between them.
-
-    ``ranking`` works on a ``GraphStore``; this is the part of the layer it reads (mentions'
-    events and events' mentions), fetched in three batched calls. Only neighbours of the other
-    kind are fetched: co-occurrence and ``next`` edges join nodes of one kind.
-    """
-    hop = await layer.neighbor_ids(ids)
-    pairs = [(i, n) for i in ids for n in hop.get(i, []) if _kind(n) not in (_kind(i), None)]
-    nodes = await layer.get_nodes([*ids, *(n for _, n in pairs)])
-    edges = await layer.get_edges(pairs)
-    graph = NetworkXGraphStore()
-    graph.upsert_nodes(nodes.values())
-    graph.upsert_edges(e for e in edges if e.source in nodes and e.target in nodes)
-    return graph
-
-
-async def _seeds(
-    rag: "LightRAG",
-    layer: EventLayerStore,
-    query: str,
-    query_vec: np.ndarray,
-    cues: tuple[list[str], list[str]],
-    top_k: int,
-    event_weight: float,
-    mention_pool: int,
-) -> tuple[NetworkXGraphStore, dict[str, float]]:
-    """``V_q``: mentions per entity cue (re-ranked by their events when contested) and events
-    per event cue; both from the query itself when there are no cues."""
-    entity_cues, event_cues = cues
-    if entity_cues or event_cues:
-        vectors = await rag.embedding_func([*entity_cues, *event_cues], context="query")
-        mention_searches = list(zip(entity_cues, vectors[: len(entity_cues)]))
-        event_searches = list(zip(event_cues, vectors[len(entity_cues) :]))
-    else:
-        mention_searches = event_searches = [(query, query_vec)]
-    mention_scores: dict[str, float] = {}
-    event_scores: dict[str, float] = {}
-    for text, vector in mention_searches:
-        vec = np.asarray(vector, dtype=float)
-        _offer(mention_scores, await _lookup(layer.mentions_vdb, text, vec, top_k * mention_pool))
-    for text, vector in event_searches:
-        vec = np.asarray(vector, dtype=float)
-        _offer(event_scores, await _lookup(layer.events_vdb, text, vec, top_k))
-    graph = await _local_graph(layer, [*mention_scores, *event_scores])
-    linked = ranking.mention_events(graph, mention_scores)
-    event_ids = list(dict.fromkeys(e for events in linked.values() for e in events))
-    event_sims = await _similarities(layer.events_vdb, event_ids, query_vec)
-    seeds = ranking.rerank_mentions(
-        graph, mention_scores, linked, event_sims, event_weight, top_k
-    )
-    seeds.update(event_scores)
-    return graph, seeds
-
-
 def _take_within(items: list[str], cost: dict[str, int], budget: int, limit: int) -> list[str]:
     """Items in order while their summed cost fits the budget (the first one always fits)."""
     kept, used = [], 0
@@ -237,15 +202,29 @@ async def retrieve(
     """
     query_vec = np.asarray((await rag.embedding_func([query], context="query"))[0], dtype=float)
     cues = await extract_cues(rag, query, param)
-    graph, seeds = await _seeds(
-        rag, layer, query, query_vec, cues, param.top_k, event_weight, mention_pool
+    entity_cues, event_cues = cues
+    cue_vecs: list[np.ndarray] = []
+    if entity_cues or event_cues:
+        cue_vecs = [
+            np.asarray(v, dtype=float)
+            for v in await rag.embedding_func([*entity_cues, *event_cues], context="query")
+        ]
+    source = LayerSource(rag, layer)
+    graph, seeds = await ranking.find_seeds(
+        source,
+        query_vec,
+        cue_vecs[: len(entity_cues)],
+        cue_vecs[len(entity_cues) :],
+        param.top_k,
+        mention_pool,
+        event_weight,
     )
     if not seeds:
         return None
     expanded = ranking.one_hop(graph, seeds)
 
+    chunk_scores = await ranking.rank_chunks(source, query_vec, expanded)
     chunk_ids = list(dict.fromkeys(n.chunk_id for n in expanded if n.chunk_id))
-    chunk_scores = await _similarities(rag.chunks_vdb, chunk_ids, query_vec)
     rows = await rag.text_chunks.get_by_ids(chunk_ids)
     records = {c: r for c, r in zip(chunk_ids, rows) if r}
     doc_records = await layer.get_records(r["full_doc_id"] for r in records.values())

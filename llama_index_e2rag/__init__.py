@@ -1,7 +1,8 @@
 """llama-index-e2rag: time- and causality-aware retrieval over long narratives.
 
-Importing the package registers ``E2RAGIndex`` with llama-index's ``load_index_from_storage``;
-everything else (spaCy, onnxruntime, LLM clients) loads lazily on first use.
+Exports are lazy (PEP 562): importing the package, or any module of it, runs nothing and loads
+no model. ``from llama_index_e2rag import E2RAGIndex`` imports the index module, which adds the
+index type to llama-index's registries so that ``load_index_from_storage`` can load it.
 """
 
 from __future__ import annotations
@@ -9,14 +10,15 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from llama_index_e2rag import vector_io
-from llama_index_e2rag.index import E2RAGIndex
-
-vector_io.install()
-
 __version__ = "0.1.0"
 
 _LAZY = {
+    "E2RAGIndex": "llama_index_e2rag.index",
+    "EmbeddedVectors": "llama_index_e2rag.vectors.embedded",
+    "LlamaIndexVectors": "llama_index_e2rag.vectors.external",
+    "SQLiteGraphStore": "llama_index_e2rag.graph",
+    "PostgresGraphStore": "llama_index_e2rag.graph.postgres_store",
+    "Stores": "llama_index_e2rag.stores",
     "ChronoLayerMissingError": "llama_index_e2rag.retrievers.chrono",
     "Passage": "llama_index_e2rag.context",
     "VectorChunkRetriever": "llama_index_e2rag.retrievers.vector",
@@ -40,7 +42,7 @@ _LAZY = {
     "ResponseCache": "llama_index_e2rag.llm",
 }
 
-__all__ = ["E2RAGIndex", "__version__", *sorted(_LAZY)]
+__all__ = ["__version__", *sorted(_LAZY)]
 
 
 def __getattr__(name: str) -> Any:

@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--store", required=True, type=Path)
     show.set_defaults(func=_cmd_show)
 
+    migrate = commands.add_parser(
+        "migrate", help="convert a store written by llama-index-e2rag 0.1.0 to today's layout"
+    )
+    migrate.add_argument("--store", required=True, type=Path)
+    migrate.set_defaults(func=_cmd_migrate)
+
     demo = commands.add_parser("demo", help="index the bundled sample story and ask it")
     demo.add_argument("--store", type=Path, default=None, help="keep the demo store here")
     demo.set_defaults(func=_cmd_demo)
@@ -209,6 +215,18 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from llama_index_e2rag.migrate import migrate_store
+
+    counts = migrate_store(args.store)
+    print(
+        f"converted {args.store}: "
+        + ", ".join(f"{n} {kind}" for kind, n in counts["nodes"].items())
+        + f"; {sum(counts['vectors'].values())} vectors"
+    )
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from llama_index_e2rag.demo import run_demo
 
@@ -273,7 +291,9 @@ def load_store(store: Path, **kwargs: object) -> "E2RAGIndex":
     if not _has_store(store):
         raise E2RAGError(f"no e2rag store at {store} (create one with: e2rag index PATH --store)")
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    index = load_index_from_storage(StorageContext.from_defaults(persist_dir=str(store)), **kwargs)
+    index = load_index_from_storage(
+        StorageContext.from_defaults(persist_dir=str(store)), persist_dir=str(store), **kwargs
+    )
     if not isinstance(index, E2RAGIndex):
         raise E2RAGError(f"{store} holds a {type(index).__name__}, not an e2rag index")
     return index

@@ -19,3 +19,7 @@ class LLMOutputError(E2RAGError):
 
 class MissingModelError(E2RAGError):
     """A step needs a model (LLM, embedding, spaCy pipeline) that is not configured or installed."""
+
+
+class VectorStoreError(E2RAGError):
+    """A vector store cannot serve this index (refused before extraction starts) or failed."""

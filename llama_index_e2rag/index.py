@@ -1,16 +1,17 @@
 """``E2RAGIndex``: build, update, persist and load the narrative graph as a LlamaIndex index.
 
-The write path (validation, chunking, staging, embedding, commit) lives in ``ingest``; this module
-wires it to llama-index's ``BaseIndex`` API, resolves models lazily and thread-safely, and runs
-retrieval. The graph travels inside the index struct as a versioned JSON string, so plain
-``StorageContext.persist`` / ``load_index_from_storage`` round-trip it with llama-index's own
-stores, together with the chunking and document-builder configuration.
+The write path (validation, chunking, staging, embedding) lives in ``ingest`` and the storage in
+``stores`` (a typed ``Stores`` object handed to ingestion and retrievers; never the index); this
+module wires them to llama-index's ``BaseIndex`` API and resolves models lazily and thread-safely.
+Plain ``StorageContext.persist`` / ``load_index_from_storage`` round-trip everything
+(``persistence`` explains how our stores ride along). Importing this module adds the index type
+to llama-index's two registries, which is what ``load_index_from_storage`` needs; nothing else.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
-import json
 import logging
 import threading
 import warnings
@@ -29,38 +30,32 @@ from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS
 from llama_index.core.llms import LLM
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, Document, TextNode, TransformComponent
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.storage.storage_context import StorageContext
-from llama_index.core.vector_stores.simple import SimpleVectorStore
-from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
+from llama_index_e2rag import persistence
 from llama_index_e2rag.builders import DocumentBuilder, builder_configs, restore_builders
-from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY, chunk_doc_id, hide_internal_keys
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.ingest import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
     EMBEDDED_KINDS,
-    NAMESPACE_PREFIX,
     DocOrders,
     WriteLock,
     add_stats,
     chunk_document,
-    commit_document,
     default_chunk_overlap,
     default_chunk_size,
+    document_write,
     embed_staged,
-    namespace,
-    remove_document,
     stage_document,
     validate_document,
 )
 from llama_index_e2rag.llm import run_sync
-from llama_index_e2rag.lexical import LexicalIndex
-from llama_index_e2rag.schema import NodeKind, sort_by_position
+from llama_index_e2rag.stores import Stores
 
 if TYPE_CHECKING:
     from llama_index_e2rag.llm import LLMRunner
@@ -69,17 +64,19 @@ __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "EMBEDDED_KINDS",
-    "NAMESPACE_PREFIX",
     "RETRIEVER_MODES",
     "E2RAGIndex",
     "E2RAGIndexStruct",
-    "namespace",
     "validate_document",
 ]
 
 logger = logging.getLogger(__name__)
 
-E2RAG_STRUCT_TYPE = "e2rag"
+#: The index store's type key. llama-index looks it up in a registry that only this module
+#: fills, so a process that never imported it fails with ``KeyError: '<this key>'``: the key is
+#: the import that fixes it. 0.1.0 wrote ``e2rag``, still registered.
+E2RAG_STRUCT_TYPE = "llama_index_e2rag.E2RAGIndex"
+LEGACY_STRUCT_TYPE = "e2rag"
 _RETRIEVER_MODES = {
     "narrative": ("llama_index_e2rag.retrievers.narrative", "NarrativeRetriever"),
     "entity_event": ("llama_index_e2rag.retrievers.entity_event", "EntityEventRetriever"),
@@ -95,17 +92,15 @@ _Group = tuple[Optional[Document], str, int, list[TextNode]]
 
 @dataclass
 class E2RAGIndexStruct(IndexStruct):
-    """What the index store keeps: the graph and the passages' BM25 index (as JSON strings) and
-    build bookkeeping.
+    """What the index store keeps: the build configuration and the LLM spending.
 
-    ``graph_json`` and ``lexical_json`` are strings on purpose: dataclasses_json then stores them
-    verbatim instead of walking tens of thousands of node dicts on every save. ``config`` holds
-    the chunking and passage length, the embedding model's name and ``doc_builders``
-    (``{name: params}`` of restorable builders).
+    ``config`` holds the chunking and passage length, the embedding model's name, where the
+    vectors live (``vectors``) and ``doc_builders`` (``{name: params}`` of restorable builders).
+    The graph, vectors and BM25 index live in the stores. ``graph_json``, ``doc_order`` and
+    ``failures`` are only read, from stores written by 0.1.0, which kept the graph in the struct.
     """
 
     graph_json: str = ""
-    lexical_json: str = ""
     doc_order: Dict[str, int] = field(default_factory=dict)
     failures: List[Dict[str, str]] = field(default_factory=list)
     llm_stats: Dict[str, Any] = field(default_factory=dict)
@@ -133,7 +128,15 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         passage_words: length of the ``narrative`` mode's sentence-aligned passages (default 30).
         cache_dir: folder of the persistent LLM response cache; ``None`` keeps no disk cache.
             Give one to make an interrupted build resumable without repeating finished calls.
-        graph_store: a ``GraphStore``; defaults to the NetworkX store kept in the index struct.
+        graph_store: a ``GraphStore`` (e.g. ``PostgresGraphStore``); default: SQLite, in a
+            private file until the index is persisted, then in the persist directory.
+        vector_store: any llama-index vector store, one for the whole index (node kinds are
+            metadata, filtered at query time); default: the embedded binary vectors, saved in
+            the persist directory. ``StorageContext.from_defaults(vector_store=...)`` works too.
+        vector_stores: ``{node kind: vector store}``, for one store per kind instead.
+        persist_dir: where the index was persisted, when loading it from a folder that moved
+            (``load_index_from_storage(storage_context, persist_dir=...)``); otherwise the
+            folder is found from ``graph_store.json``.
 
     Inserts may run concurrently (``ainsert`` from several tasks, ``insert`` from several
     threads): documents get distinct story orders and commit one at a time.
@@ -158,6 +161,9 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         max_retries: int = 3,
         cache_dir: Optional[str] = None,
         graph_store: Optional[GraphStore] = None,
+        vector_store: Optional[BasePydanticVectorStore] = None,
+        vector_stores: Optional[Dict[str, BasePydanticVectorStore]] = None,
+        persist_dir: Optional[str] = None,
         show_progress: bool = False,
         callback_manager: Optional[CallbackManager] = None,
         **kwargs: Any,
@@ -173,7 +179,6 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         self.passage_words: int = passage_words
         if self.passage_words < 1:
             raise ValueError(f"passage_words must be at least 1, got {self.passage_words}")
-        self._lexical: Optional[tuple[str, LexicalIndex]] = None
         self._combined = combined if combined is not None else config.get("combined", False)
         self._llm_arg = llm
         self._embed_model_arg = embed_model
@@ -193,18 +198,12 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         self._llm_runner: Optional["LLMRunner"] = None
         self._stats_synced: dict[str, Any] = {}
         self._embed_model: Optional[BaseEmbedding] = None
-        self.doc_orders = DocOrders(lambda: self._index_struct.doc_order)
         self._write_lock = WriteLock()
-        if graph_store is not None:
-            self._e2rag_graph: GraphStore = graph_store
-        elif index_struct is not None and index_struct.graph_json:
-            self._e2rag_graph = _graph_from_json(index_struct.graph_json)
-        else:
-            self._e2rag_graph = NetworkXGraphStore()
         storage_context = storage_context or StorageContext.from_defaults()
-        for kind in EMBEDDED_KINDS:
-            if namespace(kind) not in storage_context.vector_stores:
-                storage_context.add_vector_store(SimpleVectorStore(), namespace(kind))
+        self._stores, self._vectors_label = _open_stores(
+            storage_context, index_struct, graph_store, vector_store, vector_stores, persist_dir
+        )
+        self.doc_orders = DocOrders(self._stores.graph.doc_orders)
         super().__init__(
             nodes=nodes,
             index_struct=index_struct,
@@ -291,7 +290,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
 
     @property
     def embed_model(self) -> BaseEmbedding:
-        """The embedding model of every namespace (built once); warns if it differs from the
+        """The embedding model of every node kind (built once); warns if it differs from the
         build's."""
         if self._embed_model is None:
             with self._lazy_lock:
@@ -342,49 +341,24 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         """The document builders run on every inserted document (given or restored)."""
         return list(self._doc_builders)
 
-    # -- accessors other modules rely on --------------------------------------------------------
+    # -- accessors ----------------------------------------------------------------------------
+    @property
+    def stores(self) -> Stores:
+        """The typed stores (graph, vectors, chunks, BM25) that retrievers and ingestion use."""
+        return self._stores
+
     @property
     def graph_store(self) -> GraphStore:
-        return self._e2rag_graph
-
-    def vector_store(self, kind: NodeKind | str) -> BasePydanticVectorStore:
-        """The llama-index vector store of namespace ``e2rag_<kind>``."""
-        name = namespace(kind)
-        if name not in self._storage_context.vector_stores:
-            self._storage_context.add_vector_store(SimpleVectorStore(), name)
-        return self._storage_context.vector_stores[name]
-
-    def get_chunks(self, ids: Sequence[str]) -> list[TextNode]:
-        """Chunk TextNodes from the docstore, in the order asked, skipping unknown ids."""
-        found = []
-        for node_id in ids:
-            node = self.docstore.get_node(node_id, raise_error=False)
-            if isinstance(node, TextNode):
-                found.append(node)
-        return found
-
-    def lexical_index(self) -> LexicalIndex:
-        """BM25 over the passages in story order (loaded from the struct once per state)."""
-        stored = self._index_struct.lexical_json
-        cached = self._lexical
-        if cached is not None and cached[0] is stored:
-            return cached[1]
-        with self._lazy_lock:
-            if stored:
-                lexical = LexicalIndex.from_json(stored)
-            else:  # a 0.1.0 store: no passages were built, so there is nothing to rank
-                lexical = LexicalIndex.build([], [])
-            self._lexical = (stored, lexical)
-        return lexical
+        return self._stores.graph
 
     def doc_order(self, doc_id: str) -> Optional[int]:
         """Document order (insertion order) of an indexed document."""
-        return self._index_struct.doc_order.get(doc_id)
+        return self._stores.graph.doc_orders().get(doc_id)
 
     def extraction_report(self) -> list[dict[str, str]]:
         """Failed parts ``{doc_id, chunk_id, reason}``: chunk extractions (the chunk stays as
         text) and document-builder failures such as a ChronoRAG group without facts."""
-        return [dict(f) for f in self._index_struct.failures]
+        return self._stores.graph.failures()
 
     def llm_stats(self) -> dict[str, Any]:
         """LLM calls, cache hits, failures, retries and tokens of every build so far."""
@@ -393,7 +367,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
     @property
     def ref_doc_info(self) -> Dict[str, RefDocInfo]:
         info = {}
-        for doc_id in list(self._index_struct.doc_order):
+        for doc_id in self._stores.graph.doc_orders():
             ref = self.docstore.get_ref_doc_info(doc_id)
             if ref is not None:
                 info[doc_id] = ref
@@ -486,6 +460,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
     async def _aindex_groups(self, groups: Sequence[_Group]) -> None:
         """Phase 1 computes everything in memory; phase 2 commits each document, one build at
         a time."""
+        await self._acheck_dim()
         chunks = [c for *_, doc_chunks in groups for c in doc_chunks]
         for extractor in self._resolve_extractors():
             chunks = list(await extractor.acall(chunks, show_progress=self._show_progress))
@@ -506,13 +481,25 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             )
         embed_model = self.embed_model
         vectors = await embed_staged(embed_model, [s.graph for s in staged], self._show_progress)
+        writes = [document_write(stage, vectors) for stage in staged]
         async with self._write_lock.hold():
-            for stage in staged:
-                await commit_document(self, stage, vectors)
+            for write in writes:
+                await self._stores.areplace_document(write)
             if vectors:
                 self._index_struct.config["embed_model"] = embed_model.model_name
             self._sync_llm_stats()
-            await self._arefresh_struct()
+            await self._afinish_write()
+
+    async def _acheck_dim(self) -> None:
+        """Refuse vector storage the embedding cannot fill before extraction spends anything
+        (a model's declared ``dimension``, else one probe embedding)."""
+        dim = getattr(self.embed_model, "dimension", None)
+        if not isinstance(dim, int):
+            dim = len(await self.embed_model.aget_query_embedding("dimension probe"))
+        for storage in (self._stores.vectors, self._stores.vector_copy):
+            if storage is not None:
+                await asyncio.to_thread(storage.check_dim, dim)
+        self._index_struct.config["dim"] = dim
 
     def _sync_llm_stats(self) -> None:
         """Add the runner's spending since the last sync (exact even when builds overlap)."""
@@ -535,45 +522,41 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
     def delete_ref_doc(
         self, ref_doc_id: str, delete_from_docstore: bool = True, **delete_kwargs: Any
     ) -> None:
-        """Remove a document's chunks, graph nodes, edges and vectors in every namespace."""
+        """Remove a document's chunks, graph nodes, edges and vectors."""
         run_sync(self.adelete_ref_doc(ref_doc_id, delete_from_docstore, **delete_kwargs))
 
     async def adelete_ref_doc(
         self, ref_doc_id: str, delete_from_docstore: bool = True, **delete_kwargs: Any
     ) -> None:
-        if ref_doc_id not in self._index_struct.doc_order:
+        if ref_doc_id not in self._stores.graph.doc_orders():
             logger.warning("ref_doc_id %s not found, nothing deleted.", ref_doc_id)
             return
         async with self._write_lock.hold():
-            await remove_document(
-                self, ref_doc_id, keep_order=False, docstore=delete_from_docstore
-            )
-            await self._arefresh_struct()
+            await self._stores.adelete_document(ref_doc_id, docstore=delete_from_docstore)
+            await self._afinish_write()
 
     def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
         """Remove one graph node (and its edges) and its vector."""
-        node = self._e2rag_graph.get_node(node_id)
-        if node is None:
-            return
-        self._e2rag_graph.delete_nodes([node_id])
-        if node.kind in EMBEDDED_KINDS:
-            self.vector_store(node.kind).delete_nodes([node_id])
+        self._stores.graph.delete_nodes([node_id])
+        for storage in (self._stores.vectors, self._stores.vector_copy):
+            if storage is not None:
+                storage.delete_ids([node_id])
 
     # -- persistence ----------------------------------------------------------------------------
-    async def _arefresh_struct(self) -> None:
-        """Serialise the graph and configuration into the struct and re-add it for ``persist``."""
-        self._index_struct.graph_json = json.dumps(self._e2rag_graph.to_dict(), ensure_ascii=False)
-        passages = sort_by_position(self._e2rag_graph.nodes(NodeKind.PASSAGE))
-        lexical = LexicalIndex.build([p.id for p in passages], [p.text for p in passages])
-        self._index_struct.lexical_json = lexical.to_json()
-        self._lexical = (self._index_struct.lexical_json, lexical)
+    async def _afinish_write(self) -> None:
+        """Record the configuration in the struct; in a persisted index, make the vectors in its
+        folder match the graph just committed (each write is durable there, as the graph is)."""
         self._index_struct.config.update(
             chunk_size=self.chunk_size,
             chunk_overlap=self.chunk_overlap,
             passage_words=self.passage_words,
             combined=self._combined,
             doc_builders=builder_configs(self._doc_builders),
+            vectors=self._vectors_label,
         )
+        home = persistence.pointer_home(self._storage_context)
+        if home is not None:
+            await asyncio.to_thread(persistence.flush_vectors, self._stores, home)
         await self._storage_context.index_store.async_add_index_struct(self._index_struct)
 
     # -- retrieval ------------------------------------------------------------------------------
@@ -586,7 +569,22 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             )
         module_name, class_name = _RETRIEVER_MODES[mode]
         retriever_cls = getattr(importlib.import_module(module_name), class_name)
-        return retriever_cls(self, **kwargs)
+        return retriever_cls(self._stores, self.embed_model, **self._retriever_needs(mode), **kwargs)
+
+    def _retriever_needs(self, mode: str) -> dict[str, Any]:
+        """What a mode needs besides the stores and the embedding (resolved here, typed)."""
+        if mode in ("narrative", "grounded"):
+            from llama_index_e2rag.retrievers.parsing import extractors_parser
+
+            needs: dict[str, Any] = {"parser": extractors_parser(self.extractors)}
+            if mode == "narrative":
+                needs["passage_words"] = self.passage_words
+            return needs
+        if mode == "entity_event":
+            from llama_index_e2rag.retrievers.parsing import extractors_parser
+
+            return {"llm_runner": self.llm_runner, "parser": extractors_parser(self.extractors)}
+        return {}
 
     def as_query_engine(  # type: ignore[override]
         self,
@@ -603,18 +601,56 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         """
         from llama_index_e2rag.query_engine import build_query_engine
 
+        if hyde is not None:
+            if mode != "entity_event":
+                raise ValueError(f"hyde variants apply to mode='entity_event', not {mode!r}")
+            kwargs["hyde"] = hyde
+        if llm is not None and mode == "entity_event":
+            kwargs.setdefault("llm", llm)
         return build_query_engine(
-            self, mode=mode, hyde=hyde, llm=llm, streaming=streaming, **kwargs
+            self.as_retriever(mode=mode, **kwargs),
+            self._stores.graph,
+            self.embed_model,
+            llm if llm is not None else self.llm,
+            streaming=streaming,
         )
 
 
-def _graph_from_json(text: str) -> NetworkXGraphStore:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GraphStoreError(f"the e2rag graph in the index store is corrupt: {exc}") from exc
-    return NetworkXGraphStore.from_dict(data, source="the e2rag graph in the index store")
+def _open_stores(
+    storage_context: StorageContext,
+    index_struct: Optional[E2RAGIndexStruct],
+    graph_store: Optional[GraphStore],
+    vector_store: Optional[BasePydanticVectorStore],
+    vector_stores: Optional[Dict[str, BasePydanticVectorStore]],
+    persist_dir: Optional[str],
+) -> tuple[Stores, str]:
+    """The stores of a new or loaded index, installed in the storage context's graph slot."""
+    persistence.check_slot(storage_context)
+    home = persistence.find_home(storage_context, persist_dir)
+    slot = storage_context.graph_store
+    if isinstance(slot, persistence.StoresSlot) and graph_store is None:
+        return slot.stores, slot.label  # another index object over the same storage context
+    if graph_store is None and isinstance(slot, GraphStore):
+        graph_store = slot  # StorageContext.from_defaults(graph_store=PostgresGraphStore(...))
+    if index_struct is not None and index_struct.graph_json:
+        from llama_index_e2rag.migrate import legacy_stores
+
+        stores, label = legacy_stores(index_struct, storage_context, graph_store)
+    else:
+        config = index_struct.config if index_struct is not None else {}
+        graph = graph_store if graph_store is not None else persistence.open_graph(home)
+        vectors, copy, label = persistence.open_vectors(
+            storage_context, config, home, vector_store, vector_stores
+        )
+        stores = Stores(
+            graph, vectors, storage_context.docstore, copy, persistence.open_lexical(home)
+        )
+    if index_struct is not None and index_struct.graph_json:
+        home = None  # converted in memory: the next persist writes the new layout
+    storage_context.graph_store = persistence.StoresSlot(stores, home, label)  # type: ignore[assignment]
+    return stores, label
 
 
-INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS[E2RAG_STRUCT_TYPE] = E2RAGIndexStruct  # type: ignore[index]
-INDEX_STRUCT_TYPE_TO_INDEX_CLASS[E2RAG_STRUCT_TYPE] = E2RAGIndex  # type: ignore[index]
+for _type in (E2RAG_STRUCT_TYPE, LEGACY_STRUCT_TYPE):
+    INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS[_type] = E2RAGIndexStruct  # type: ignore[index]
+    INDEX_STRUCT_TYPE_TO_INDEX_CLASS[_type] = E2RAGIndex  # type: ignore[index]

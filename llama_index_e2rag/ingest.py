@@ -1,9 +1,9 @@
-"""The write path of ``E2RAGIndex``: validate, chunk, stage, embed, commit, remove.
+"""The write path of ``E2RAGIndex``: validate, chunk, stage, embed, then hand the stores a write.
 
 A build runs in two phases so that a failure never leaves a half-written index: everything of a
 document is first computed in a staging graph (``stage_document``) and embedded
-(``embed_staged``); only then is it committed (``commit_document``) to the index's graph, vector
-namespaces and docstore. ``DocOrders`` and ``WriteLock`` make concurrent inserts (coroutines of one
+(``embed_staged``); only then does ``document_write`` turn it into the one ``DocumentWrite`` the
+stores commit. ``DocOrders`` and ``WriteLock`` make concurrent inserts (coroutines of one
 loop, or threads each running their own loop) safe: distinct story orders, one commit at a time.
 """
 
@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Sequence
 
+import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import (
@@ -42,15 +43,15 @@ from llama_index_e2rag.extract.passages import (
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, make_id
+from llama_index_e2rag.stores import CHUNK_NODE_ATTR, DocumentWrite
+from llama_index_e2rag.vectors.base import VectorRecord
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.index import E2RAGIndex
     from llama_index_e2rag.llm import LLMRunner
 
 logger = logging.getLogger(__name__)
 
-NAMESPACE_PREFIX = "e2rag_"
-#: Node kinds that get a vector store namespace and are embedded when built.
+#: Node kinds that are embedded when built.
 EMBEDDED_KINDS = (
     NodeKind.CHUNK,
     NodeKind.SENTENCE,
@@ -67,11 +68,6 @@ DEFAULT_CHUNK_OVERLAP = DEFAULT_CHUNK_SIZE // 12
 _MAX_NON_TEXT_SHARE = 0.05
 #: How long a waiting commit yields to its event loop between tries of the write lock.
 _LOCK_POLL_SECONDS = 0.005
-
-
-def namespace(kind: NodeKind | str) -> str:
-    """Vector store namespace of a node kind (never contains llama-index's ``__`` separator)."""
-    return NAMESPACE_PREFIX + (kind.value if isinstance(kind, NodeKind) else str(kind))
 
 
 def default_chunk_size(embed_model: BaseEmbedding) -> int:
@@ -142,11 +138,10 @@ def chunk_document(splitter: SentenceSplitter, doc: Document, doc_order: int) ->
 class DocOrders:
     """Story order of documents, handed out atomically so concurrent inserts never share one.
 
-    An order is reserved before extraction starts and recorded when the document commits; a
-    failed insert releases its reservation. Orders only have to increase with insertion, not be
-    contiguous, so an order released after a later one was handed out leaves a harmless gap.
-    ``committed`` returns the index struct's live ``doc_id -> order`` dict; every write to it goes
-    through this object, under its lock.
+    An order is reserved before extraction starts and recorded by the graph store when the
+    document commits; a failed insert releases its reservation. Orders only have to increase
+    with insertion, not be contiguous, so an order released after a later one was handed out
+    leaves a harmless gap. ``committed`` returns the graph's ``doc_id -> order``.
     """
 
     def __init__(self, committed: Callable[[], dict[str, int]]) -> None:
@@ -184,14 +179,6 @@ class DocOrders:
                     self._reserved[doc_id] = (order, holders - 1)
                 else:
                     self._reserved.pop(doc_id, None)
-
-    def record(self, doc_id: str, order: int) -> None:
-        with self._lock:
-            self._committed()[doc_id] = order
-
-    def forget(self, doc_id: str) -> None:
-        with self._lock:
-            self._committed().pop(doc_id, None)
 
 
 class WriteLock:
@@ -300,59 +287,46 @@ def embeddable(node: GraphNode) -> bool:
     )
 
 
-# -- phase 2: commit (callers hold the index's WriteLock) ---------------------------------------
-async def commit_document(
-    index: "E2RAGIndex", stage: StagedDoc, vectors: dict[str, list[float]]
-) -> None:
-    """Replace the document everywhere: graph, vector namespaces, docstore, failures, order."""
-    await remove_document(index, stage.doc_id, keep_order=True)
-    graph = index.graph_store
-    graph.upsert_nodes(stage.graph.nodes())
-    graph.upsert_edges(stage.graph.edges())
-    by_kind: dict[NodeKind, list[TextNode]] = {}
-    for node in stage.graph.nodes():
-        if embeddable(node):
-            by_kind.setdefault(node.kind, []).append(vector_node(node, vectors[node.text]))
-    for kind, text_nodes in by_kind.items():
-        await index.vector_store(kind).async_add(text_nodes)
-    await index.docstore.async_add_documents(stage.chunks, allow_update=True)
-    if stage.document is not None:
-        await index.docstore.aset_document_hash(stage.doc_id, stage.document.hash)
-    index.index_struct.failures.extend(stage.failures)
-    index.doc_orders.record(stage.doc_id, stage.order)
+# -- phase 2: what the stores write ------------------------------------------------------------
+def document_write(stage: StagedDoc, vectors: dict[str, list[float]]) -> DocumentWrite:
+    """The stores' write of one staged document: graph, vector records, chunks, failures.
+
+    Chunk graph nodes carry their ``TextNode`` (``CHUNK_NODE_ATTR``) so results can cite the
+    source from the graph alone.
+    """
+    nodes = stage.graph.nodes()
+    chunk_nodes = {c.node_id: c for c in stage.chunks}
+    for node in nodes:
+        chunk = chunk_nodes.get(node.id) if node.kind == NodeKind.CHUNK else None
+        if chunk is not None:
+            node.attrs[CHUNK_NODE_ATTR] = chunk.to_dict()
+    records = [vector_record(n, vectors[n.text]) for n in nodes if embeddable(n)]
+    return DocumentWrite(
+        doc_id=stage.doc_id,
+        order=stage.order,
+        nodes=nodes,
+        edges=stage.graph.edges(),
+        records=records,
+        chunks=stage.chunks,
+        failures=stage.failures,
+        doc_hash=stage.document.hash if stage.document is not None else None,
+    )
 
 
-async def remove_document(
-    index: "E2RAGIndex", doc_id: str, keep_order: bool, docstore: bool = True
-) -> None:
-    """Drop a document's graph nodes, vectors in every namespace, chunks and failures."""
-    index.graph_store.delete_doc(doc_id)
-    for name, store in index.storage_context.vector_stores.items():
-        if name.startswith(NAMESPACE_PREFIX):
-            await store.adelete(doc_id)
-    if docstore and await index.docstore.aget_ref_doc_info(doc_id) is not None:
-        await index.docstore.adelete_ref_doc(doc_id, raise_error=False)
-    struct = index.index_struct
-    struct.failures = [f for f in struct.failures if f["doc_id"] != doc_id]
-    if not keep_order:
-        index.doc_orders.forget(doc_id)
-
-
-def vector_node(node: GraphNode, embedding: list[float]) -> TextNode:
-    """The vector store record of a graph node: same id, source document, flat metadata."""
-    return TextNode(
-        id_=node.id,
+def vector_record(node: GraphNode, embedding: Sequence[float]) -> VectorRecord:
+    """The vector of a graph node: same id, kind and document, flat position metadata."""
+    return VectorRecord(
+        id=node.id,
+        kind=node.kind.value,
+        doc_id=node.doc_id,
         text=node.text,
-        embedding=embedding,
+        vector=np.asarray(embedding, dtype=np.float32),
         metadata={
-            "kind": node.kind.value,
-            "doc_id": node.doc_id,
             "chunk_id": node.chunk_id or "",
             "doc_order": node.pos[0],
             "char_offset": node.pos[1],
             "ordinal": node.pos[2],
         },
-        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=node.doc_id)},
     )
 
 

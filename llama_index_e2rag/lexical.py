@@ -2,22 +2,21 @@
 
 ``bm25s`` (a maintained, NumPy/SciPy-sparse BM25) scores every passage for a query in one sparse
 pass, which keeps a 1M-word index well inside the latency target. The index is persisted with
-the E²RAG index in ``bm25s``'s own file format (carried as base64 inside the index struct until
-the stores get a directory of their own), so loading never re-tokenises the passages. Tokenisation is ``bm25s.tokenize`` with its
+the E²RAG index in ``bm25s``'s own file format (memory-mapped on load), so loading never
+re-tokenises the passages. Tokenisation is ``bm25s.tokenize`` with its
 English stop words, the same as the benchmark's BM25 baseline.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 LEXICAL_FORMAT = 1
+IDS_FILE = "ids.json"
 
 
 class LexicalIndex:
@@ -55,27 +54,23 @@ class LexicalIndex:
         return np.asarray(self._model.get_scores(known), dtype=np.float32)
 
     # -- persistence --------------------------------------------------------------------------
-    def to_json(self) -> str:
-        """The ids and ``bm25s``'s own saved files (base64), so loading needs no re-indexing."""
-        files: dict[str, str] = {}
+    def save(self, folder: Path) -> None:
+        """Write ``bm25s``'s own files and the ids into ``folder`` (which must be new or empty)."""
+        folder.mkdir(parents=True, exist_ok=True)
         if self.ids:
-            with tempfile.TemporaryDirectory() as folder:
-                self._model.save(folder, show_progress=False)
-                for path in sorted(Path(folder).iterdir()):
-                    files[path.name] = base64.b64encode(path.read_bytes()).decode("ascii")
-        return json.dumps({"format": LEXICAL_FORMAT, "ids": self.ids, "files": files})
+            self._model.save(str(folder), show_progress=False)
+        (folder / IDS_FILE).write_text(
+            json.dumps({"format": LEXICAL_FORMAT, "ids": self.ids}), encoding="utf-8"
+        )
 
     @classmethod
-    def from_json(cls, text: str) -> "LexicalIndex":
+    def load(cls, folder: Path) -> "LexicalIndex":
         import bm25s
 
-        state = json.loads(text)
+        state = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
         if state.get("format") != LEXICAL_FORMAT:
-            raise ValueError(f"unknown lexical index format {state.get('format')!r}")
+            raise ValueError(f"unknown lexical index format {state.get('format')!r} in {folder}")
         if not state["ids"]:
             return cls([], bm25s.BM25())
-        with tempfile.TemporaryDirectory() as folder:
-            for name, data in state["files"].items():
-                (Path(folder) / Path(name).name).write_bytes(base64.b64decode(data))
-            model = bm25s.BM25.load(folder, show_progress=False)
+        model = bm25s.BM25.load(str(folder), show_progress=False, mmap=True)
         return cls(state["ids"], model)

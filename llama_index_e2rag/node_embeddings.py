@@ -1,8 +1,8 @@
 """GroundedKG-RAG node embeddings: basic, average-neighbour and attention-neighbour (paper §3.3).
 
 Pure numpy over whole matrices so that a novel's tens of thousands of nodes embed in one pass and
-retrieval stays a matrix product; ``graph_cache`` computes them once per index graph state from the
-vectors the index already stored. Following the paper's implementation notes, every intermediate
+retrieval stays a matrix product; ``graph_cache`` computes them once per content state from the
+vectors the stores hold. Following the paper's implementation notes, every intermediate
 vector (node embedding, aggregated neighbours, combination) is L2-normalised, which keeps α and β
 meaningful whatever the scale of the inputs.
 """
@@ -14,10 +14,10 @@ import threading
 from typing import Any, Hashable, Literal, Optional, Sequence
 
 import numpy as np
-from llama_index.core.vector_stores.simple import SimpleVectorStore
 
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, normalize_text
 from llama_index_e2rag.state_cache import StateCache
+from llama_index_e2rag.stores import Stores
 
 EmbeddingVariant = Literal["basic", "neighbor", "attention"]
 EMBEDDING_VARIANTS: tuple[str, ...] = ("basic", "neighbor", "attention")
@@ -138,8 +138,8 @@ CANDIDATE_KINDS = (NodeKind.MENTION, NodeKind.EVENT)
 class NodeEmbeddingCache:
     """Everything retrieval needs from one graph state, as arrays.
 
-    Built once from the vectors the index stored (names: ``e2rag_mention`` / ``e2rag_event``;
-    grounded texts: ``e2rag_sentence``, or ``e2rag_chunk`` for nodes grounded only in a chunk);
+    Built once from the stored vectors (names: mention and event nodes; grounded texts:
+    sentence nodes, or the chunk for nodes grounded only in a chunk);
     variant matrices are derived lazily per (variant, α, β) and kept.
     """
 
@@ -214,14 +214,15 @@ class NodeEmbeddingCache:
             return found
 
 
-def graph_cache(index: Any) -> NodeEmbeddingCache:
-    """The index's node-embedding cache, rebuilt when its graph changed since the last call."""
-    return _CACHE.get(index)
+def graph_cache(stores: Stores) -> NodeEmbeddingCache:
+    """The stores' node-embedding cache, rebuilt when their content changed since the last call."""
+    return _CACHE.get(stores)
 
 
-def build_cache(index: Any, state: Hashable) -> NodeEmbeddingCache:
-    """Collect candidate nodes, their groundings, neighbours and stored vectors."""
-    graph = index.graph_store
+def build_cache(stores: Stores, state: Hashable) -> NodeEmbeddingCache:
+    """Collect candidate nodes, their groundings, neighbours and stored vectors (never
+    re-embedded: nodes without a stored vector get a zero row)."""
+    graph = stores.graph
     candidates = [n for kind in CANDIDATE_KINDS for n in graph.nodes(kind=kind)]
     position = {n.id: i for i, n in enumerate(candidates)}
     grounded: list[list[str]] = [[] for _ in candidates]
@@ -251,7 +252,7 @@ def build_cache(index: Any, state: Hashable) -> NodeEmbeddingCache:
     pairs = sorted(set(zip(sources, targets)))
 
     texts = [text_nodes[t] for t in text_ids]
-    vectors = stored_vectors(index, candidates + texts)
+    vectors = stores.matrix(candidates + texts)
     names = vectors[: len(candidates)]
     return NodeEmbeddingCache(
         state=state,
@@ -357,44 +358,6 @@ def _unit_groundings(
     if pairs is not None:
         np.add.at(counts, pairs[0], 1)
     return counts
-
-
-def stored_vectors(index: Any, nodes: Sequence[GraphNode]) -> np.ndarray:
-    """Vectors of ``nodes`` from the index's per-kind vector stores, embedding only what is missing.
-
-    Nodes the index never embeds (``attrs["embed"] is False`` or no text) get a zero row. Vector
-    stores that cannot hand back vectors (``get_nodes`` unsupported) cost one embedding pass here.
-    """
-    embeddable = [n for n in nodes if n.attrs.get("embed") is not False and n.text.strip()]
-    found: dict[str, Sequence[float]] = {}
-    by_kind: dict[NodeKind, list[str]] = {}
-    for node in embeddable:
-        by_kind.setdefault(node.kind, []).append(node.id)
-    for kind, ids in by_kind.items():
-        found.update(_vectors_from_store(index.vector_store(kind), ids))
-    missing = [n for n in embeddable if n.id not in found]
-    if missing:
-        texts = sorted({n.text for n in missing})
-        embedded = dict(zip(texts, index.embed_model.get_text_embedding_batch(texts)))
-        found.update({n.id: embedded[n.text] for n in missing})
-    dim = len(next(iter(found.values()))) if found else 0
-    out = np.zeros((len(nodes), dim), dtype=np.float32)
-    for row, node in enumerate(nodes):
-        vector = found.get(node.id)
-        if vector is not None:
-            out[row] = vector
-    return out
-
-
-def _vectors_from_store(store: Any, ids: list[str]) -> dict[str, Sequence[float]]:
-    if isinstance(store, SimpleVectorStore):
-        table = store.data.embedding_dict
-        return {i: table[i] for i in ids if i in table}
-    try:
-        nodes = store.get_nodes(node_ids=ids)
-    except NotImplementedError:
-        return {}
-    return {n.node_id: n.embedding for n in nodes if n.embedding is not None}
 
 
 _CACHE: StateCache[NodeEmbeddingCache] = StateCache(build_cache)

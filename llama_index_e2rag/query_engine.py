@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.response.schema import RESPONSE_TYPE
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import PromptTemplate
@@ -131,32 +133,25 @@ class NarrativeContextSynthesizer(BaseSynthesizer):
 
 
 def build_query_engine(
-    index: Any,
-    mode: str = "entity_event",
-    llm: Optional[LLM] = None,
+    retriever: BaseRetriever,
+    graph: GraphStore,
+    embed_model: BaseEmbedding,
+    answer_llm: Optional[LLM] = None,
     streaming: bool = False,
-    hyde: Optional[str] = None,
     response_mode: ResponseMode = ResponseMode.COMPACT,
-    **retriever_kwargs: Any,
 ) -> RetrieverQueryEngine:
-    """``RetrieverQueryEngine`` over ``index.as_retriever(mode, ...)`` with the narrative prompt.
+    """``RetrieverQueryEngine`` over ``retriever`` with the narrative prompt.
 
-    ``llm`` (else the index's) answers and, for ``entity_event``, also extracts query cues and
-    writes HyDE drafts. With no LLM anywhere, answers are extractive (best evidence sentences
-    with their positions) and HyDE is refused by the retriever.
+    ``answer_llm`` answers from the assembled narrative context (``graph`` supplies the
+    subgraph); without one, answers are extractive (best evidence sentences with their
+    positions, ranked with ``embed_model``).
     """
-    if hyde is not None:
-        if mode != "entity_event":
-            raise ValueError(f"hyde variants apply to mode='entity_event', not {mode!r}")
-        retriever_kwargs["hyde"] = hyde
-    if llm is not None and mode == "entity_event":
-        retriever_kwargs.setdefault("llm", llm)
-    retriever = index.as_retriever(mode=mode, **retriever_kwargs)
-    answer_llm = llm if llm is not None else index.llm
     if answer_llm is None:
         from llama_index_e2rag.extractive import ExtractiveSynthesizer
 
-        synthesizer: BaseSynthesizer = ExtractiveSynthesizer.from_index(index, streaming=streaming)
+        synthesizer: BaseSynthesizer = ExtractiveSynthesizer(
+            embed_model=embed_model, graph_store=graph, streaming=streaming
+        )
     else:
         inner = get_response_synthesizer(
             llm=answer_llm,
@@ -165,7 +160,7 @@ def build_query_engine(
             streaming=streaming,
         )
         order = getattr(retriever, "context_order", "story")
-        synthesizer = NarrativeContextSynthesizer(inner, index.graph_store, order)
+        synthesizer = NarrativeContextSynthesizer(inner, graph, order)
     # The constructor, not ``from_args``: the latter reads ``Settings.llm``, which builds
     # llama-index's OpenAI default and fails offline even though the synthesizer is given.
     return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synthesizer)

@@ -1,9 +1,16 @@
-"""Shared fixtures: offline guards, the deterministic embedding, the shared data folder."""
+"""Shared fixtures: offline guards, the deterministic embedding, the shared data folder, and a
+throw-away PostgreSQL server for the ``postgres``-marked tests of any folder."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any, Optional
 
 import pytest
 
@@ -12,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hash_embedding import HashEmbedding  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+PG_SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "postgres.sh"
 
 
 @pytest.fixture(autouse=True)
@@ -33,3 +41,65 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------------
+def _pg_bin() -> Optional[Path]:
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin")):
+        if (candidate / "initdb").exists():
+            return candidate
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Any:
+    """A throw-away cluster (``.ci/postgres.sh``) on a free localhost port, stopped afterwards.
+
+    Skips when PostgreSQL is not installed, unless ``CI=true`` (then it is an error: CI installs
+    it with ``.ci/postgres.sh install``).
+    """
+    if _pg_bin() is None:
+        reason = "PostgreSQL binaries not found under /usr/lib/postgresql/*/bin"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{reason}; CI must run `.ci/postgres.sh install` first")
+        pytest.skip(f"{reason} (run `.ci/postgres.sh install`)")
+    root = Path(tempfile.mkdtemp(prefix="e2rag-pg-"))
+    root.chmod(0o755)
+    port = _free_port()
+    subprocess.run([str(PG_SCRIPT), "start", str(root), str(port)], check=True)
+    env = {
+        "POSTGRES_HOST": "127.0.0.1",
+        "POSTGRES_PORT": str(port),
+        "POSTGRES_USER": "e2rag",
+        "POSTGRES_PASSWORD": "e2rag",
+        "POSTGRES_DATABASE": "e2rag",
+    }
+    try:
+        yield env
+    finally:
+        subprocess.run([str(PG_SCRIPT), "stop", str(root)], check=False)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_env(postgres_server: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict:
+    for key, value in postgres_server.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("POSTGRES_WORKSPACE", raising=False)
+    return postgres_server
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn(postgres_server: dict[str, str]) -> str:
+    """A libpq URI of the test database (share it; isolate tests with a schema of their own)."""
+    env = postgres_server
+    return (
+        f"postgresql://{env['POSTGRES_USER']}:{env['POSTGRES_PASSWORD']}@{env['POSTGRES_HOST']}:"
+        f"{env['POSTGRES_PORT']}/{env['POSTGRES_DATABASE']}"
+    )

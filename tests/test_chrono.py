@@ -10,7 +10,6 @@ import pytest
 from llama_index.core import Document, StorageContext, load_index_from_storage
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import NodeRelationship
-from llama_index.core.vector_stores.types import VectorStoreQuery
 from hash_embedding import hash_vector
 from scripted_llm import ScriptedLLM
 
@@ -23,7 +22,7 @@ from llama_index_e2rag.extract.chrono import (
 from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.llm import LLMRunner
-from llama_index_e2rag.retrievers.chrono import ChronoLayerMissingError, ChronoRetriever
+from llama_index_e2rag.retrievers.chrono import ChronoLayerMissingError
 from llama_index_e2rag.schema import EdgeKind, NodeKind, normalize_text
 
 HARBOUR = (
@@ -142,10 +141,8 @@ def test_layer0_is_a_separate_unembedded_chunking_mapped_by_position(index):
         home = index.graph_store.get_node(chunk.chunk_id)
         assert home.span[0] <= chunk.span[0] < home.span[1]
     # never embedded: the chunk namespace holds only the extraction chunks
-    hits = index.vector_store(NodeKind.CHUNK).query(
-        VectorStoreQuery(query_embedding=hash_vector(HARBOUR), similarity_top_k=50)
-    )
-    assert set(hits.ids) == {c.id for c in index.graph_store.nodes(NodeKind.CHUNK)
+    hits = index.stores.search(NodeKind.CHUNK, hash_vector(HARBOUR), 50)
+    assert {h.id for h in hits} == {c.id for c in index.graph_store.nodes(NodeKind.CHUNK)
                              if c.attrs.get("layer") is None}
 
 
@@ -318,7 +315,7 @@ def top_value(index, query, **kwargs):
     kwargs.setdefault("similarity_top_k", 1)
     kwargs.setdefault("token_budget", None)
     kwargs.setdefault("children_per_fact", 0)
-    nodes = ChronoRetriever(index, **kwargs).retrieve(query)
+    nodes = index.as_retriever(mode="chrono", **kwargs).retrieve(query)
     return nodes[0].node
 
 
@@ -343,7 +340,7 @@ def test_windows_never_cross_document_boundaries(index):
     node = top_value(index, first.text, window=2)
     assert node.node_id == first.id
     assert node.metadata["fact_ids"] == [f.id for f in timeline(index, "mountain")[:3]]
-    nodes = ChronoRetriever(index, similarity_top_k=20, window=3, token_budget=None).retrieve(
+    nodes = index.as_retriever(mode="chrono", similarity_top_k=20, window=3, token_budget=None).retrieve(
         "Carol Dave Frank Gwen lantern compass")
     for hit in nodes:
         ids = hit.node.metadata.get("fact_ids", [])
@@ -351,7 +348,7 @@ def test_windows_never_cross_document_boundaries(index):
 
 
 def test_children_carry_links_and_positions(index):
-    nodes = ChronoRetriever(index, similarity_top_k=1, children_per_fact=2, order="relevance",
+    nodes = index.as_retriever(mode="chrono", similarity_top_k=1, children_per_fact=2, order="relevance",
                             token_budget=None).retrieve("Dave lit the great lamp")
     value, *chunks = nodes
     key = index.graph_store.get_node(value.node.node_id)
@@ -379,17 +376,17 @@ def test_children_carry_links_and_positions(index):
 
 def test_relevance_and_story_order(index):
     query = "Gwen Hugo wolves chapel Carol lantern"
-    ranked = ChronoRetriever(index, similarity_top_k=4, token_budget=None,
+    ranked = index.as_retriever(mode="chrono", similarity_top_k=4, token_budget=None,
                              order="relevance").retrieve(query)
-    story = ChronoRetriever(index, similarity_top_k=4, token_budget=None,
+    story = index.as_retriever(mode="chrono", similarity_top_k=4, token_budget=None,
                             order="story").retrieve(query)
     scores = [n.score for n in ranked]
     assert scores == sorted(scores, reverse=True)
     assert ranked[0].node.metadata["layer"] == 1
-    for i, hit in enumerate(ranked):  # each chunk right after the fact that brought it
+    for i, hit in enumerate(ranked):  # each chunk after the value passage showing its key
         if hit.node.metadata["layer"] == 0:
-            parents = [h.node.node_id for h in ranked[:i] if h.node.metadata["layer"] == 1]
-            assert hit.node.metadata["parent_id"] == parents[-1]
+            values = [h.node.metadata for h in ranked[:i] if h.node.metadata["layer"] == 1]
+            assert hit.node.metadata["parent_id"] in values[-1]["fact_ids"]
     assert {n.node.node_id for n in story} == {n.node.node_id for n in ranked}
     positions = [tuple(n.node.metadata["pos"]) for n in story]
     assert positions == sorted(positions)
@@ -400,9 +397,9 @@ def test_relevance_and_story_order(index):
 
 @pytest.mark.parametrize("budget", [7, 30, 80])
 def test_token_budget_is_never_exceeded(index, budget):
-    full = ChronoRetriever(index, similarity_top_k=10, token_budget=None, children_per_fact=1,
+    full = index.as_retriever(mode="chrono", similarity_top_k=10, token_budget=None, children_per_fact=1,
                            faithful=True).retrieve("Alice Bob Carol storm lantern")
-    cut = ChronoRetriever(index, similarity_top_k=10, token_budget=budget, children_per_fact=1,
+    cut = index.as_retriever(mode="chrono", similarity_top_k=10, token_budget=budget, children_per_fact=1,
                           faithful=True).retrieve("Alice Bob Carol storm lantern")
     assert sum(approx_token_count(n.node.text) for n in full) > budget
     assert sum(approx_token_count(n.node.text) for n in cut) <= budget + 1e-6
@@ -413,7 +410,7 @@ def test_token_budget_is_never_exceeded(index, budget):
 
 
 async def test_async_path_matches_sync(index):
-    retriever = ChronoRetriever(index, similarity_top_k=3)
+    retriever = index.as_retriever(mode="chrono", similarity_top_k=3)
     sync = retriever.retrieve("Erin Frank glacier")
     asynced = await retriever.aretrieve("Erin Frank glacier")
     assert [(n.node.node_id, n.node.text) for n in asynced] == [
@@ -425,7 +422,7 @@ def test_bad_arguments_are_refused(index):
     for kwargs in ({"window": -1}, {"order": "random"}, {"token_budget": 0},
                    {"similarity_top_k": 0}, {"children_per_fact": -1}):
         with pytest.raises(ValueError):
-            ChronoRetriever(index, **kwargs)
+            index.as_retriever(mode="chrono", **kwargs)
     with pytest.raises(ValueError):
         ChronoLayerBuilder(facts="summaries")
 
@@ -468,9 +465,8 @@ def test_delete_removes_both_layers_of_the_document(index):
     nodes = index.as_retriever(mode="chrono", similarity_top_k=20,
                                token_budget=None).retrieve("Alice Bob Carol lantern")
     assert nodes and {n.node.ref_doc_id for n in nodes} == {"mountain"}
-    hits = index.vector_store(NodeKind.FACT).query(
-        VectorStoreQuery(query_embedding=hash_vector("Alice Bob"), similarity_top_k=100))
-    assert all(graph.get_node(i).doc_id == "mountain" for i in hits.ids)
+    hits = index.stores.search(NodeKind.FACT, hash_vector("Alice Bob"), 100)
+    assert hits and all(graph.get_node(h.id).doc_id == "mountain" for h in hits)
 
 
 @pytest.mark.parametrize("order", ["relevance", "story"])

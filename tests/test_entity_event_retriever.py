@@ -9,18 +9,16 @@ from typing import Any
 
 import pytest
 from hash_embedding import HashEmbedding
-from llama_index.core import Document, StorageContext
+from llama_index.core import Document
 from llama_index.core.schema import NodeWithScore
-from llama_index.core.vector_stores.simple import SimpleVectorStore
-from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 from scripted_llm import ScriptedLLM
 from test_index import NAMES, STORY, chunk_containing, load, make_index
 
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.e2rag import EntityEventExtractor
-from llama_index_e2rag.index import E2RAGIndex, namespace
+from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.llm import LLMRunner
-from llama_index_e2rag.retrievers.entity_event import HYDE_VARIANTS, EntityEventRetriever
+from llama_index_e2rag.retrievers.entity_event import HYDE_VARIANTS
 from llama_index_e2rag.schema import EdgeKind, NodeKind
 
 LATER_FACET = "What did Hermione do after the troll fight?"
@@ -139,7 +137,7 @@ def test_hyde_variants_send_the_right_text(
 ) -> None:
     index, embed = recorded
     llm = ScriptedLLM(names=NAMES, hypothetical_text=HYPOTHESIS)
-    retriever = EntityEventRetriever(index, hyde=hyde, llm=llm, faithful=True)
+    retriever = index.as_retriever(mode="entity_event", hyde=hyde, llm=llm, faithful=True)
     embed.seen.clear()
     nodes = retriever.retrieve(LATER_FACET)
     combined = f"{LATER_FACET}\n{HYPOTHESIS}"
@@ -176,7 +174,7 @@ def test_hyde_without_an_llm_is_refused_clearly() -> None:
 
 def test_unusable_cue_output_falls_back_to_the_query(index: E2RAGIndex) -> None:
     llm = ScriptedLLM(names=NAMES, malformed_marker="troll fight")
-    nodes = EntityEventRetriever(index, llm=llm).retrieve(LATER_FACET)
+    nodes = index.as_retriever(mode="entity_event", llm=llm).retrieve(LATER_FACET)
     assert llm.calls_by_kind["query_cues"] >= 1
     assert nodes[0].node.node_id == chunk_containing(index, "troll fight").id
 
@@ -192,8 +190,8 @@ def test_persisted_index_retrieves_exactly_the_same(index: E2RAGIndex, tmp_path:
 
 
 async def test_concurrent_retrievals_equal_sequential_ones(index: E2RAGIndex) -> None:
-    retriever = EntityEventRetriever(
-        index, similarity_top_k=3, llm=ScriptedLLM(names=NAMES, async_delay=0.01)
+    retriever = index.as_retriever(
+        mode="entity_event", similarity_top_k=3, llm=ScriptedLLM(names=NAMES, async_delay=0.01)
     )
     sequential = [summary(retriever.retrieve(q)) for q in QUERIES]
     gathered = await asyncio.gather(*(retriever.aretrieve(q) for q in QUERIES * 2))
@@ -203,28 +201,10 @@ async def test_concurrent_retrievals_equal_sequential_ones(index: E2RAGIndex) ->
     assert threaded == sequential * 2
 
 
-class _IgnoresNodeIds(SimpleVectorStore):
-    """A store that silently ignores ``node_ids`` (some backends do)."""
-
-    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        query.node_ids = None
-        return super().query(query, **kwargs)
-
-
-def test_store_ignoring_node_ids_gives_the_same_ranking(index: E2RAGIndex) -> None:
-    storage = StorageContext.from_defaults()
-    storage.add_vector_store(_IgnoresNodeIds(), namespace(NodeKind.CHUNK))
-    storage.add_vector_store(_IgnoresNodeIds(), namespace(NodeKind.EVENT))
-    other = make_index(storage_context=storage)
-    for query in QUERIES:
-        expected = summary(index.as_retriever(mode="entity_event", similarity_top_k=3).retrieve(query))
-        assert summary(other.as_retriever(mode="entity_event", similarity_top_k=3).retrieve(query)) == expected
-
-
 def test_prompts_are_exposed_and_replaceable(index: E2RAGIndex) -> None:
     from llama_index.core.prompts import PromptTemplate
 
-    retriever = EntityEventRetriever(index, llm=ScriptedLLM(names=NAMES))
+    retriever = index.as_retriever(mode="entity_event", llm=ScriptedLLM(names=NAMES))
     assert set(retriever.get_prompts()) == {"query_cue_prompt", "hypothetical_answer_prompt"}
     retriever.update_prompts(
         {

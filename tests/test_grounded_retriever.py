@@ -214,7 +214,7 @@ def test_a_character_split_over_chunks_weighs_as_one_entity(peter):
     """Mentions are per chunk, so Peter is one mention node per 256-token chunk, each grounded
     in a few sentences. As evidence each weighs like the whole character: all the sentences his
     timeline's mentions are grounded in (overlap copies of a sentence counted once)."""
-    cache, graph = graph_cache(peter), peter.graph_store
+    cache, graph = graph_cache(peter.stores), peter.graph_store
     rows = [
         i
         for i, node_id in enumerate(cache.node_ids)
@@ -306,7 +306,7 @@ def test_attention_weighs_an_unlike_neighbour_less(chests, minilm):
     smaller weight than the plain mean does, so the crown query finds Anna's event less similar
     under ``attention`` than under ``neighbor`` — but more than under ``basic``, since the crown
     still has some weight (the paper's "more stable" variant sits between the two)."""
-    cache = graph_cache(chests)
+    cache = graph_cache(chests.stores)
     anna_event = next(
         i
         for i, node_id in enumerate(cache.node_ids)
@@ -349,12 +349,12 @@ def test_variant_math_on_hand_made_vectors():
 
 def test_node_embeddings_are_cached_and_rebuilt_after_insert_and_delete(minilm, extractor):
     index = _chests(minilm, extractor)
-    first = graph_cache(index)
+    first = graph_cache(index.stores)
     index.as_retriever(mode="grounded").retrieve("Who opened the chest?")
-    assert graph_cache(index) is first, "retrieval must reuse the cached node matrix"
+    assert graph_cache(index.stores) is first, "retrieval must reuse the cached node matrix"
 
     index.insert(Document(text="Clara buried a silver spoon.", id_="clara"))
-    rebuilt = graph_cache(index)
+    rebuilt = graph_cache(index.stores)
     assert rebuilt is not first and len(rebuilt.node_ids) > len(first.node_ids)
     found = _texts(index.as_retriever(mode="grounded").retrieve("Who buried the spoon?"))
     assert found[0] == "Clara buried a silver spoon."

@@ -1,9 +1,9 @@
-"""E2RAGIndex: build, ids and positions, namespaces, persistence, delete, re-insert, failures."""
+"""E2RAGIndex: build, ids and positions, vectors per kind, persistence, delete, re-insert,
+failures."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,14 +14,13 @@ import pytest
 from hash_embedding import HashEmbedding
 from llama_index.core import Document, StorageContext, load_index_from_storage
 from llama_index.core.schema import TextNode
-from llama_index.core.vector_stores.simple import SimpleVectorStore
 from scripted_llm import ScriptedLLM
 
 from llama_index_e2rag.builders import DocumentBuilder
 from llama_index_e2rag.errors import BadDocumentError, GraphStoreError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.index import EMBEDDED_KINDS, E2RAGIndex, E2RAGIndexStruct, namespace
+from llama_index_e2rag.index import EMBEDDED_KINDS, E2RAGIndex, E2RAGIndexStruct
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, make_id
 
 NAMES = ["Hermione", "Ron", "Harry", "Neville"]
@@ -64,9 +63,7 @@ def chunk_containing(index: E2RAGIndex, phrase: str) -> GraphNode:
 
 
 def vector_ids(index: E2RAGIndex, kind: NodeKind) -> set[str]:
-    store = index.vector_store(kind)
-    assert isinstance(store, SimpleVectorStore)
-    return set(store.data.embedding_dict)
+    return set(index.stores.vectors.kind_matrix(kind.value)[0])
 
 
 def load(persist_dir: Path, **kwargs: Any) -> E2RAGIndex:
@@ -86,7 +83,7 @@ def test_chunks_have_deterministic_ids_and_true_offsets() -> None:
         assert STORY[start:end] == chunk.text
         assert chunk.id == make_id("phantom", NodeKind.CHUNK, (start,), chunk.text)
         assert chunk.pos == (0, start, 0)
-        text_node = index.get_chunks([chunk.id])[0]
+        text_node = index.stores.get_chunks([chunk.id])[0]
         assert text_node.start_char_idx == start and text_node.metadata[DOC_ORDER_KEY] == 0
     rebuilt = make_index()
     assert rebuilt.graph_store.to_dict() == index.graph_store.to_dict()
@@ -102,17 +99,13 @@ def test_document_order_follows_insertion() -> None:
     assert set(index.ref_doc_info) == {"book1", "book2"}
 
 
-def test_every_kind_has_its_namespace_with_graph_ids() -> None:
+def test_every_embedded_node_has_a_vector_of_its_kind() -> None:
     index = make_index()
-    for kind in EMBEDDED_KINDS:
-        assert namespace(kind) in index.storage_context.vector_stores
-    for kind in (NodeKind.CHUNK, NodeKind.MENTION, NodeKind.EVENT):
+    for kind in (NodeKind.CHUNK, NodeKind.MENTION, NodeKind.EVENT, NodeKind.PASSAGE):
         graph_ids = {n.id for n in index.graph_store.nodes(kind)}
         assert graph_ids and vector_ids(index, kind) == graph_ids
-        store = index.vector_store(kind)
-        some_id = next(iter(graph_ids))
-        assert store.data.metadata_dict[some_id]["kind"] == kind.value
-        assert store.data.text_id_to_ref_doc_id[some_id] == "phantom"
+    total = sum(len(index.graph_store.nodes(kind)) for kind in EMBEDDED_KINDS)
+    assert index.stores.vectors.count() == total
 
 
 def test_identical_texts_are_embedded_once(hash_embed: HashEmbedding) -> None:
@@ -130,15 +123,6 @@ def test_identical_texts_are_embedded_once(hash_embed: HashEmbedding) -> None:
     twice = "Ron laughed. Ron laughed."
     make_index([Document(text=twice, id_="echo")], embed=Recording())
     assert len(seen) == len(set(seen))
-
-
-def test_user_vector_store_for_a_namespace_is_used() -> None:
-    mine = SimpleVectorStore()
-    sc = StorageContext.from_defaults()
-    sc.add_vector_store(mine, namespace(NodeKind.EVENT))
-    index = make_index(storage_context=sc)
-    assert index.vector_store(NodeKind.EVENT) is mine
-    assert set(mine.data.embedding_dict) == {n.id for n in index.graph_store.nodes(NodeKind.EVENT)}
 
 
 def test_document_builder_output_is_stored_embedded_and_deleted() -> None:
@@ -195,34 +179,24 @@ def test_loading_needs_no_llm(tmp_path: Path) -> None:
     assert "troll fight" in nodes[0].node.get_content()
 
 
-def _rewrite_graph_json(persist_dir: Path, change: Any) -> None:
-    path = persist_dir / "index_store.json"
-    data = json.loads(path.read_text())
-    for entry in data["index_store/data"].values():
-        struct = json.loads(entry["__data__"])
-        struct["graph_json"] = change(struct["graph_json"])
-        entry["__data__"] = json.dumps(struct)
-    path.write_text(json.dumps(data))
-
-
-def test_load_refuses_corrupt_graph(tmp_path: Path) -> None:
+def test_load_refuses_a_corrupt_graph_database(tmp_path: Path) -> None:
     make_index().storage_context.persist(str(tmp_path))
-    _rewrite_graph_json(tmp_path, lambda text: text[: len(text) // 2])
-    with pytest.raises(GraphStoreError, match="corrupt"):
-        load(tmp_path)
+    graph_file = tmp_path / "e2rag" / "graph.sqlite"
+    for suffix in ("-wal", "-shm"):
+        Path(str(graph_file) + suffix).unlink(missing_ok=True)
+    graph_file.write_bytes(b"not a database" * 100)
+    with pytest.raises(GraphStoreError, match="graph.sqlite"):
+        load(tmp_path).graph_store.counts()
 
 
-def test_load_refuses_graph_from_newer_version(tmp_path: Path) -> None:
+def test_load_refuses_a_graph_from_a_newer_version(tmp_path: Path) -> None:
+    import sqlite3
+
     make_index().storage_context.persist(str(tmp_path))
-
-    def bump(text: str) -> str:
-        graph = json.loads(text)
-        graph["schema_version"] += 1
-        return json.dumps(graph)
-
-    _rewrite_graph_json(tmp_path, bump)
+    with sqlite3.connect(tmp_path / "e2rag" / "graph.sqlite") as conn:
+        conn.execute("UPDATE e2rag_meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(GraphStoreError, match="newer"):
-        load(tmp_path)
+        load(tmp_path).graph_store.counts()
 
 
 # -- delete and re-insert -----------------------------------------------------------------------
@@ -238,9 +212,8 @@ def test_delete_ref_doc_leaves_nothing_of_the_document(tmp_path: Path) -> None:
         assert {n.id for n in graph.nodes()} == book2
         for edge in graph.edges():
             assert graph.has_node(edge.source) and graph.has_node(edge.target)
-        for name, store in current.storage_context.vector_stores.items():
-            if name.startswith("e2rag_"):
-                assert "book1" not in set(store.data.text_id_to_ref_doc_id.values())
+        for kind in EMBEDDED_KINDS:
+            assert vector_ids(current, kind) == {n.id for n in graph.nodes(kind)}
         assert current.docstore.get_ref_doc_info("book1") is None
         assert all(current.docstore.get_node(i, raise_error=False) is None for i in chunk_ids)
         assert set(current.ref_doc_info) == {"book2"} and current.doc_order("book1") is None
@@ -355,7 +328,7 @@ def test_bad_documents_are_refused_before_anything_is_written(text: str, reason:
 
 def test_unknown_retriever_mode_lists_the_modes() -> None:
     index = make_index()
-    with pytest.raises(ValueError, match="entity_event, grounded, chrono, vector"):
+    with pytest.raises(ValueError, match="narrative, entity_event, grounded, chrono, vector"):
         index.as_retriever(mode="magic")
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from llama_index_e2rag.demo import SAMPLE_PATH
-from llama_index_e2rag.lexical import LEXICAL_FORMAT, LexicalIndex
+from llama_index_e2rag.lexical import IDS_FILE, LEXICAL_FORMAT, LexicalIndex
 from llama_index_e2rag.text import passage_spans
 
 STORY = SAMPLE_PATH.read_text(encoding="utf-8")
@@ -56,36 +56,35 @@ def test_a_query_without_known_words_scores_zero_everywhere(lexical, query):
     assert scores.shape == (len(IDS),) and not scores.any()
 
 
-def test_json_round_trip_gives_equal_scores(lexical):
-    text = lexical.to_json()
-    state = json.loads(text)
-    assert state["format"] == LEXICAL_FORMAT and state["ids"] == IDS and state["files"]
-    loaded = LexicalIndex.from_json(text)
+def test_save_and_load_give_equal_scores(lexical, tmp_path):
+    lexical.save(tmp_path / "bm25")
+    state = json.loads((tmp_path / "bm25" / IDS_FILE).read_text())
+    assert state == {"format": LEXICAL_FORMAT, "ids": IDS}
+    loaded = LexicalIndex.load(tmp_path / "bm25")
     assert loaded.ids == IDS
     for query in QUERIES:
         assert np.array_equal(loaded.scores(query), lexical.scores(query))
-    # saving the loaded index again gives the same state
-    assert json.loads(loaded.to_json()) == state
 
 
-def test_loading_does_not_tokenise_the_passages_again(lexical, monkeypatch):
+def test_loading_does_not_tokenise_the_passages_again(lexical, monkeypatch, tmp_path):
     import bm25s
 
-    text = lexical.to_json()
+    lexical.save(tmp_path / "bm25")
 
     def refuse(*args, **kwargs):
         raise AssertionError("the passages were indexed again")
 
     monkeypatch.setattr(bm25s.BM25, "index", refuse)
-    loaded = LexicalIndex.from_json(text)
+    loaded = LexicalIndex.load(tmp_path / "bm25")
     assert np.array_equal(loaded.scores(QUERIES[0]), lexical.scores(QUERIES[0]))
 
 
-def test_the_empty_index_scores_nothing_and_round_trips():
+def test_the_empty_index_scores_nothing_and_round_trips(tmp_path):
     empty = LexicalIndex.build([], [])
     assert len(empty) == 0
     assert empty.scores("Peter").shape == (0,)
-    loaded = LexicalIndex.from_json(empty.to_json())
+    empty.save(tmp_path / "bm25")
+    loaded = LexicalIndex.load(tmp_path / "bm25")
     assert loaded.ids == [] and loaded.scores("anything").shape == (0,)
 
 
@@ -94,8 +93,9 @@ def test_ids_and_texts_must_line_up():
         LexicalIndex.build(["a", "b"], ["only one text"])
 
 
-def test_an_unknown_format_is_refused(lexical):
-    state = json.loads(lexical.to_json())
-    state["format"] = LEXICAL_FORMAT + 1
+def test_an_unknown_format_is_refused(lexical, tmp_path):
+    lexical.save(tmp_path / "bm25")
+    ids_file = tmp_path / "bm25" / IDS_FILE
+    ids_file.write_text(json.dumps({"format": LEXICAL_FORMAT + 1, "ids": IDS}))
     with pytest.raises(ValueError, match="format"):
-        LexicalIndex.from_json(json.dumps(state))
+        LexicalIndex.load(tmp_path / "bm25")

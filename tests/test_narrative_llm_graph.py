@@ -17,7 +17,7 @@ def test_llm_mentions_are_placed_in_the_passages_that_name_them() -> None:
     index = make_index()
     mentions = index.graph_store.nodes(NodeKind.MENTION)
     assert mentions and not any(m.attrs.get("spans") for m in mentions)
-    table = narrative_state(index).table
+    table = narrative_state(index.stores).table
     passages = {p.id: p for p in index.graph_store.nodes(NodeKind.PASSAGE)}
     for name, rows in table.names.items():
         for row in rows:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal, Optional, Protocol, runtime_checkable
+from typing import Any, Iterable, Literal, Optional, Protocol, Sequence, runtime_checkable
 
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
 
@@ -14,8 +14,29 @@ class GraphStore(Protocol):
     """Small core of graph operations; batch methods may simply loop.
 
     Node lists returned by ``nodes`` are in story order (``pos``). Deleting a node deletes its
-    edges, so no operation can leave a dangling edge behind.
+    edges, so no operation can leave a dangling edge behind. ``replace_doc`` and ``delete_doc``
+    are the index's write path: each changes one document (its nodes, edges, story order and
+    extraction failures) as one unit. ``version`` changes with every write, by anyone, so read
+    caches know when to rebuild.
     """
+
+    @property
+    def version(self) -> int: ...
+
+    def replace_doc(
+        self,
+        doc_id: str,
+        order: int,
+        nodes: Sequence[GraphNode],
+        edges: Sequence[GraphEdge],
+        failures: Sequence[dict[str, str]] = (),
+    ) -> None: ...
+
+    def doc_orders(self) -> dict[str, int]: ...
+
+    def failures(self) -> list[dict[str, str]]: ...
+
+    def story_neighbors(self, node: GraphNode, before: int, after: int) -> list[GraphNode]: ...
 
     def upsert_nodes(self, nodes: Iterable[GraphNode]) -> None: ...
 
@@ -62,5 +83,3 @@ class GraphStore(Protocol):
     def counts(self) -> dict[str, dict[str, int]]: ...
 
     def to_dict(self) -> dict[str, Any]: ...
-
-    def persist(self, persist_path: str) -> None: ...

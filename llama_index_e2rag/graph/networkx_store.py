@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import bisect
 import json
-import os
-import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 import networkx as nx
 
 from llama_index_e2rag.errors import GraphStoreError
+from llama_index_e2rag.files import atomic_replace
 from llama_index_e2rag.graph.base import Direction
 from llama_index_e2rag.schema import (
     SCHEMA_VERSION,
@@ -32,9 +32,18 @@ class NetworkXGraphStore:
         self._g = nx.MultiDiGraph()
         self._by_kind: dict[NodeKind, set[str]] = defaultdict(set)
         self._by_doc: dict[str, set[str]] = defaultdict(set)
+        self._orders: dict[str, int] = {}
+        self._failures: list[dict[str, str]] = []
+        self._version = 0
+
+    @property
+    def version(self) -> int:
+        """Changes with every write (the read caches' key)."""
+        return self._version
 
     # -- writes -------------------------------------------------------------------------------
     def upsert_nodes(self, nodes: Iterable[GraphNode]) -> None:
+        self._version += 1
         for node in nodes:
             old = self._g.nodes[node.id]["record"] if node.id in self._g else None
             if old is not None:
@@ -45,6 +54,7 @@ class NetworkXGraphStore:
             self._by_doc[node.doc_id].add(node.id)
 
     def upsert_edges(self, edges: Iterable[GraphEdge]) -> None:
+        self._version += 1
         for edge in edges:
             for end in (edge.source, edge.target):
                 if end not in self._g:
@@ -55,6 +65,7 @@ class NetworkXGraphStore:
             self._g.add_edge(edge.source, edge.target, key=edge.key, record=edge)
 
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
+        self._version += 1
         for node_id in list(node_ids):
             if node_id not in self._g:
                 continue
@@ -74,7 +85,27 @@ class NetworkXGraphStore:
         ]
         self._g.remove_edges_from(stale)
         self._by_doc.pop(doc_id, None)
+        self._orders.pop(doc_id, None)
+        self._failures = [f for f in self._failures if f["doc_id"] != doc_id]
         return ids
+
+    def replace_doc(
+        self,
+        doc_id: str,
+        order: int,
+        nodes: Sequence[GraphNode],
+        edges: Sequence[GraphEdge],
+        failures: Sequence[dict[str, str]] = (),
+    ) -> None:
+        """Swap a document's graph, order and failures (in memory: all or nothing per call)."""
+        self.delete_doc(doc_id)
+        self.upsert_nodes(nodes)
+        self.upsert_edges(edges)
+        self._orders[doc_id] = order
+        self._failures.extend(
+            {"doc_id": doc_id, "chunk_id": f.get("chunk_id", ""), "reason": f["reason"]}
+            for f in failures
+        )
 
     # -- reads --------------------------------------------------------------------------------
     def get_node(self, node_id: str) -> Optional[GraphNode]:
@@ -149,8 +180,22 @@ class NetworkXGraphStore:
             if v in ids and (wanted is None or rec.kind in wanted)
         ]
 
+    def story_neighbors(self, node: GraphNode, before: int, after: int) -> list[GraphNode]:
+        """Up to ``before``/``after`` nodes of the same kind around ``node``, in story order."""
+        same = self.nodes(kind=node.kind)
+        keys = [(n.pos, n.id) for n in same]
+        at = bisect.bisect_left(keys, (node.pos, node.id))
+        end = at + 1 if at < len(keys) and keys[at] == (node.pos, node.id) else at
+        return same[max(0, at - before) : at] + same[end : end + after]
+
     def doc_ids(self) -> list[str]:
-        return sorted(d for d, ids in self._by_doc.items() if ids)
+        return sorted({d for d, ids in self._by_doc.items() if ids} | set(self._orders))
+
+    def doc_orders(self) -> dict[str, int]:
+        return dict(self._orders)
+
+    def failures(self) -> list[dict[str, str]]:
+        return [dict(f) for f in self._failures]
 
     def counts(self) -> dict[str, dict[str, int]]:
         node_counts = {k.value: len(v) for k, v in self._by_kind.items() if v}
@@ -199,18 +244,13 @@ class NetworkXGraphStore:
 
     def persist(self, persist_path: str) -> None:
         """Write JSON to a temporary file in the same folder, then rename over the target."""
-        path = Path(persist_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(self.to_dict(), fh, ensure_ascii=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        data = self.to_dict()
+
+        def dump(tmp: Path) -> None:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, ensure_ascii=False)
+
+        atomic_replace(Path(persist_path), dump)
 
     @classmethod
     def from_persist_path(cls, persist_path: str) -> "NetworkXGraphStore":

@@ -4,6 +4,15 @@
 ``narrative``: lexical + dense + graph fusion; ``budget``: filling a word budget without repeats.
 """
 
-from llama_index_e2rag.ranking.e2rag import mention_events, one_hop, rerank_mentions
+from llama_index_e2rag.ranking.e2rag import (
+    E2RAGSource,
+    find_seeds,
+    mention_events,
+    one_hop,
+    rank_chunks,
+    rerank_mentions,
+)
 
-__all__ = ["mention_events", "one_hop", "rerank_mentions"]
+__all__ = [
+    "E2RAGSource", "find_seeds", "mention_events", "one_hop", "rank_chunks", "rerank_mentions"
+]

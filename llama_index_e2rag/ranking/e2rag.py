@@ -1,10 +1,17 @@
-"""Framework-free ranking steps of E²RAG retrieval, shared by every front end.
+"""E²RAG retrieval (paper §4, Alg. 3) steps 3-5, the one implementation both front ends run.
 
-No llama-index imports: these functions work on a ``GraphStore`` and plain score dicts, so the
-llama-index retriever (``retrievers/entity_event.py``) and ``lightrag_ext`` rank identically. The
-caller does the vector look-ups; the functions here only combine their scores with the graph.
+No llama-index imports: ``find_seeds`` and ``rank_chunks`` read an ``E2RAGSource`` (vector
+look-ups and the graph around the hits), which ``retrievers/entity_event.py`` implements over
+``Stores`` and ``lightrag_ext`` over LightRAG's storages, so both rank identically. Cue
+extraction, budgets and context assembly stay with each front end.
 
-Signatures::
+``find_seeds(source, query_vec, entity_vecs, event_vecs, top_k, mention_pool, event_weight)``
+    ``V_q``: each entity cue looks up ``top_k * mention_pool`` mentions and each event cue
+    ``top_k`` events (the query seeds both when there are no cues at all); contested mentions
+    are re-ranked by their events and the best ``top_k`` kept. Returns the graph read around the
+    seeds and ``{seed_id: score}``.
+
+Helpers::
 
     one_hop(graph: GraphStore, seeds: Iterable[str]) -> list[GraphNode]
         V_q+: the seed nodes plus their neighbours over bipartite ``participates`` edges,
@@ -25,10 +32,72 @@ Signatures::
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping, Protocol, Sequence
+
+import numpy as np
 
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, normalize_text
+
+
+class E2RAGSource(Protocol):
+    """What E²RAG retrieval reads; every score is a cosine similarity."""
+
+    async def lookup(self, kind: NodeKind, vector: np.ndarray, top_k: int) -> dict[str, float]:
+        """The ``top_k`` nodes of ``kind`` nearest to ``vector``."""
+        ...
+
+    async def similarities(
+        self, kind: NodeKind, vector: np.ndarray, ids: Collection[str]
+    ) -> dict[str, float]:
+        """Similarity of ``vector`` to the given nodes only (those with a stored vector)."""
+        ...
+
+    async def neighbourhood(self, ids: Sequence[str]) -> GraphStore:
+        """A graph holding ``ids`` and their ``participates`` neighbours (may be larger)."""
+        ...
+
+
+async def find_seeds(
+    source: E2RAGSource,
+    query_vec: np.ndarray,
+    entity_vecs: Sequence[np.ndarray],
+    event_vecs: Sequence[np.ndarray],
+    top_k: int,
+    mention_pool: int,
+    event_weight: float,
+) -> tuple[GraphStore, dict[str, float]]:
+    """``V_q`` (steps 3 and 5 of §4): seeds per cue, contested mentions re-ranked by events."""
+    if not entity_vecs and not event_vecs:
+        entity_vecs, event_vecs = [query_vec], [query_vec]
+    mentions: dict[str, float] = {}
+    events: dict[str, float] = {}
+    for vector in entity_vecs:
+        _offer(mentions, await source.lookup(NodeKind.MENTION, vector, top_k * mention_pool))
+    for vector in event_vecs:
+        _offer(events, await source.lookup(NodeKind.EVENT, vector, top_k))
+    graph = await source.neighbourhood([*mentions, *events])
+    linked = mention_events(graph, mentions)
+    event_ids = {e for ids in linked.values() for e in ids}
+    event_sims = await source.similarities(NodeKind.EVENT, query_vec, event_ids)
+    seeds = rerank_mentions(graph, mentions, linked, event_sims, event_weight, top_k)
+    seeds.update(events)
+    return graph, seeds
+
+
+async def rank_chunks(
+    source: E2RAGSource, query_vec: np.ndarray, expanded: Sequence[GraphNode]
+) -> dict[str, float]:
+    """Every chunk behind ``V_q+`` scored by ``<f(p), z_q>`` (Alg. 3 lines 11-14)."""
+    chunk_ids = {n.chunk_id for n in expanded if n.chunk_id}
+    return await source.similarities(NodeKind.CHUNK, query_vec, chunk_ids)
+
+
+def _offer(best: dict[str, float], hits: Mapping[str, float]) -> None:
+    """Keep each node's best score over several cues."""
+    for node_id, score in hits.items():
+        if score > best.get(node_id, float("-inf")):
+            best[node_id] = score
 
 
 def one_hop(graph: GraphStore, seeds: Iterable[str]) -> list[GraphNode]:

@@ -8,11 +8,13 @@ Passages come out ranked by relevance (the paper) or in story order, and never e
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Optional, Sequence
+from typing import Any, Hashable, Literal, Optional
 
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import (
     NodeRelationship,
@@ -21,7 +23,6 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
-from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
 from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
 from llama_index_e2rag.errors import E2RAGError
@@ -29,9 +30,9 @@ from llama_index_e2rag.extract.chrono import TOKEN_EPSILON, TokenCounter, approx
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, Position, normalize_text
-
-if TYPE_CHECKING:
-    from llama_index_e2rag.index import E2RAGIndex
+from llama_index_e2rag.state_cache import StateCache
+from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.vectors.base import VectorHit
 
 PassageOrder = Literal["relevance", "story"]
 
@@ -96,7 +97,8 @@ class ChronoRetriever(BaseRetriever):
 
     def __init__(
         self,
-        index: "E2RAGIndex",
+        stores: Stores,
+        embed_model: BaseEmbedding,
         similarity_top_k: int = 20,
         window: int = 1,
         order: Optional[PassageOrder] = None,
@@ -121,13 +123,14 @@ class ChronoRetriever(BaseRetriever):
             raise ValueError(f"token_budget must be positive or None, got {token_budget}")
         if children_per_fact < 0:
             raise ValueError(f"children_per_fact must be 0 or more, got {children_per_fact}")
-        if not has_chrono_layer(index.graph_store):
+        if not _TIMELINES.get(stores) and not has_chrono_layer(stores.graph):
             raise ChronoLayerMissingError(
                 "this index has no ChronoRAG layers; build it with "
                 "E2RAGIndex.from_documents(docs, doc_builders=[ChronoLayerBuilder()]) "
                 "(from llama_index_e2rag import ChronoLayerBuilder) to use mode='chrono'"
             )
-        self._index = index
+        self._stores = stores
+        self._embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.window = window
         self.order = order
@@ -145,41 +148,31 @@ class ChronoRetriever(BaseRetriever):
 
     # -- the two entry points -------------------------------------------------------------------
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        embed_model = self._index.embed_model
+        embed_model = self._embed_model
         embedding = query_bundle.embedding or embed_model.get_agg_embedding_from_queries(
             query_bundle.embedding_strs
         )
-        result = self._index.vector_store(NodeKind.FACT).query(self._vector_query(embedding))
-        return self._assemble(query_bundle.query_str, result)
+        hits = self._stores.search(NodeKind.FACT, embedding, self.similarity_top_k)
+        return self._assemble(query_bundle.query_str, hits)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        embed_model = self._index.embed_model
+        embed_model = self._embed_model
         embedding = query_bundle.embedding or await embed_model.aget_agg_embedding_from_queries(
             query_bundle.embedding_strs
         )
-        result = await self._index.vector_store(NodeKind.FACT).aquery(
-            self._vector_query(embedding)
-        )
-        return self._assemble(query_bundle.query_str, result)
-
-    def _vector_query(self, embedding: Sequence[float]) -> VectorStoreQuery:
-        return VectorStoreQuery(
-            query_embedding=list(embedding), similarity_top_k=self.similarity_top_k
-        )
+        hits = await self._stores.asearch(NodeKind.FACT, embedding, self.similarity_top_k)
+        return await asyncio.to_thread(self._assemble, query_bundle.query_str, hits)
 
     # -- assembling -----------------------------------------------------------------------------
-    def _assemble(self, query: str, result: VectorStoreQueryResult) -> list[NodeWithScore]:
+    def _assemble(self, query: str, hits: list[VectorHit]) -> list[NodeWithScore]:
         """Keys → values → children, then budget and order (shared by sync and async)."""
-        graph: GraphStore = self._index.graph_store
-        keys = self._keys(graph, result)
-        timelines: dict[str, tuple[list[GraphNode], dict[str, int]]] = {}
+        graph: GraphStore = self._stores.graph
+        timelines = _TIMELINES.get(self._stores)
+        keys = self._keys(graph, hits, timelines)
         shown: set[str] = set()
         passages: list[_Passage] = []
         query_terms = _terms(query)
         for key, score in keys:
-            if key.doc_id not in timelines:
-                facts = _timeline(graph, key.doc_id)
-                timelines[key.doc_id] = (facts, {f.id: i for i, f in enumerate(facts)})
             timeline, index_of = timelines[key.doc_id]
             at = index_of[key.id]
             window = timeline[max(at - self.window, 0) : at + self.window + 1]
@@ -204,19 +197,20 @@ class ChronoRetriever(BaseRetriever):
         return nodes
 
     def _keys(
-        self, graph: GraphStore, result: VectorStoreQueryResult
+        self, graph: GraphStore, hits: list[VectorHit], timelines: "_Timelines"
     ) -> list[tuple[GraphNode, float]]:
-        """Chrono facts among the vector hits, best first, each once."""
-        ids = result.ids or [node.node_id for node in (result.nodes or [])]
-        scores = list(result.similarities or [])
+        """Chrono facts among the vector hits (still in the timelines), best first, each once."""
+        nodes = {n.id: n for n in graph.get_nodes([hit.id for hit in hits])}
         keys: list[tuple[GraphNode, float]] = []
         seen: set[str] = set()
-        for rank, node_id in enumerate(ids):
-            node = graph.get_node(node_id)
+        for hit in hits:
+            node = nodes.get(hit.id)
             if node is None or node.id in seen or node.attrs.get("layer") != 1:
                 continue
+            if node.id not in timelines.get(node.doc_id, ((), {}))[1]:
+                continue
             seen.add(node.id)
-            keys.append((node, float(scores[rank]) if rank < len(scores) else 0.0))
+            keys.append((node, hit.score))
         return keys
 
     def _best_children(
@@ -248,10 +242,25 @@ class ChronoRetriever(BaseRetriever):
         return selected
 
 
-def _timeline(graph: GraphStore, doc_id: str) -> list[GraphNode]:
-    """A document's layer-1 facts in narrative-index order (windows never leave the document)."""
-    facts = [f for f in graph.nodes(NodeKind.FACT, doc_id) if f.attrs.get("layer") == 1]
-    return sorted(facts, key=lambda f: (int(f.attrs.get("chrono_index", 0)), f.pos, f.id))
+_Timelines = dict[str, tuple[list[GraphNode], dict[str, int]]]
+
+
+def _timelines(stores: Stores, state: Hashable) -> _Timelines:
+    """Per document, its layer-1 facts in narrative-index order and each fact's place there
+    (windows never leave the document). Built once per content state: a query reads a few
+    windows, not every fact of the book."""
+    by_doc: dict[str, list[GraphNode]] = {}
+    for fact in stores.graph.nodes(NodeKind.FACT):
+        if fact.attrs.get("layer") == 1:
+            by_doc.setdefault(fact.doc_id, []).append(fact)
+    out: _Timelines = {}
+    for doc_id, facts in by_doc.items():
+        facts.sort(key=lambda f: (int(f.attrs.get("chrono_index", 0)), f.pos, f.id))
+        out[doc_id] = (facts, {f.id: i for i, f in enumerate(facts)})
+    return out
+
+
+_TIMELINES: StateCache[_Timelines] = StateCache(_timelines)
 
 
 def _without_repeats(facts: list[GraphNode]) -> list[GraphNode]:

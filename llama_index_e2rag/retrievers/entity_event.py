@@ -3,22 +3,23 @@
 1. Cue extraction ``(S_ent, S_evt) = g(q)`` with the paper's prompt (D.3); offline, with the
    grounded parser.
 2. ``z = f(g(q))``: every entity phrase and every event phrase is embedded on its own.
-3. Seeds ``V_q``: each entity phrase looks up the ``e2rag_mention`` namespace, each event phrase
-   the ``e2rag_event`` namespace. Mentions of one entity (same normalised name) are near-ties for
+3. Seeds ``V_q``: each entity phrase looks up the mention vectors, each event phrase the event
+   vectors. Mentions of one entity (same normalised name) are near-ties for
    an entity phrase, so they are re-ranked by their events (§4 step 5): a contested mention scores
    ``(1 - event_weight) * sim(mention, cue) + event_weight * max sim(event, z_q)`` over the events
    it takes part in, and only the best ``seed_top_k`` mentions become seeds. This is how
    "Hermione, rule-obsessed first-year" and "Hermione, pragmatic rule-breaker" are told apart:
    by what happens around each.
 4. One hop over the bipartite ``participates`` edges gives ``V_q+``.
-5. The chunks behind ``V_q+`` are ranked by ``<f(p), z_q>`` (Alg. 3 lines 11-14), querying only
-   those ids in ``e2rag_chunk``.
+5. The chunks behind ``V_q+`` are ranked by ``<f(p), z_q>`` (Alg. 3 lines 11-14), from their
+   stored vectors.
 6. Context: passages in story order plus the subgraph of ``V_q+`` inside them
    (``retrieve_with_context``; the query engine rebuilds it from each node's ``graph_nodes``).
    Each returned chunk also carries an LLM-visible ``evidence`` text (its part of ``V_q+`` and
    the edges touching it), for engines that only show chunk text and metadata.
 
-Steps 3-4 (mention re-ranking, one hop) are the framework-free functions of ``ranking``.
+Steps 3-5 are ``ranking.e2rag`` (``find_seeds``, ``one_hop``, ``rank_chunks``), the same code
+``lightrag_ext`` runs; this module reads the stores for them (``StoresSource``).
 
 ``z_q`` embeds the retrieval text: the query, or with HyDE what Alg. 3 calls the "hypothetical
 response transformed text" (``[q; h]`` for the comb. variants, ``h`` for the hyp. variants). The
@@ -32,16 +33,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, Iterable, Optional, TypeVar
+from dataclasses import dataclass
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Optional,
+    Sequence,
+    TypeVar,
+)
 
+import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
 from llama_index_e2rag.context import (
     EVIDENCE_KEY,
@@ -51,13 +64,18 @@ from llama_index_e2rag.context import (
     render_evidence,
 )
 from llama_index_e2rag.errors import LLMOutputError, MissingModelError
-from llama_index_e2rag.ranking import mention_events, one_hop, rerank_mentions
+from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.ranking import find_seeds, one_hop, rank_chunks
 from llama_index_e2rag.ranking.temporal import TemporalCue, anchored, temporal_cue
 from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
-from llama_index_e2rag.retrievers.parsing import index_parser
+from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import CHUNK_WORDS_FLOOR, chunk_result
 from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
 from llama_index_e2rag.state_cache import StateCache
+from llama_index_e2rag.stores import Stores
+
+if TYPE_CHECKING:
+    from llama_index_e2rag.llm import LLMRunner
 
 logger = logging.getLogger(__name__)
 
@@ -83,27 +101,42 @@ class RetrievalPlan:
     event_cues: tuple[str, ...] = ()
 
 
-@dataclass
-class _Seeds:
-    scores: dict[str, float] = field(default_factory=dict)
+class StoresSource:
+    """``ranking.E2RAGSource`` over the stores; ``aio`` picks real async or blocking search."""
 
-    def offer(self, hits: dict[str, float]) -> None:
-        for node_id, score in hits.items():
-            if score > self.scores.get(node_id, float("-inf")):
-                self.scores[node_id] = score
+    def __init__(self, stores: Stores, aio: bool) -> None:
+        self._stores = stores
+        self._aio = aio
+
+    async def lookup(self, kind: NodeKind, vector: np.ndarray, top_k: int) -> dict[str, float]:
+        if self._aio:
+            hits = await self._stores.asearch(kind, vector, top_k)
+        else:
+            hits = self._stores.search(kind, vector, top_k)
+        return {hit.id: hit.score for hit in hits}
+
+    async def similarities(
+        self, kind: NodeKind, vector: np.ndarray, ids: Collection[str]
+    ) -> dict[str, float]:
+        return self._stores.similarities(vector, sorted(ids)) if ids else {}
+
+    async def neighbourhood(self, ids: Sequence[str]) -> GraphStore:
+        return self._stores.graph
 
 
 class EntityEventRetriever(BaseRetriever):
     """Entity–event retrieval over an ``E2RAGIndex`` (Alg. 3), returning chunks.
 
     Args:
-        index: the ``E2RAGIndex``.
+        stores: the index's ``Stores`` (``index.as_retriever(mode="entity_event")`` passes them).
+        embed_model: the embedding the graph was embedded with.
+        llm_runner: the index's LLM door for cues and HyDE (``None``: the offline parser).
+        parser: the offline cue parser (default: a new ``GroundedExtractor``).
         similarity_top_k: k, passages returned.
         hyde: ``None`` or one of ``HYDE_VARIANTS`` (needs an LLM).
         seed_top_k: seeds taken per cue and namespace (the final mention seeds are also capped
             at this number after re-ranking).
-        llm: LLM for cue extraction and HyDE; default: the index's LLM; without any, cues come
-            from the offline grounded parser.
+        llm: LLM for cue extraction and HyDE instead of ``llm_runner``'s.
         mention_pool: mentions fetched per entity cue = ``seed_top_k * mention_pool``, so the
             event-based re-ranking has near-tied mentions of the same entity to choose from.
         event_weight: weight of the events' similarity in a contested mention's score.
@@ -120,7 +153,10 @@ class EntityEventRetriever(BaseRetriever):
 
     def __init__(
         self,
-        index: Any,
+        stores: Stores,
+        embed_model: BaseEmbedding,
+        llm_runner: Optional["LLMRunner"] = None,
+        parser: Any = None,
         similarity_top_k: int = 5,
         hyde: Optional[str] = None,
         seed_top_k: int = 10,
@@ -143,7 +179,8 @@ class EntityEventRetriever(BaseRetriever):
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         from llama_index_e2rag.extract.prompts import HYPOTHETICAL_ANSWER_PROMPT, QUERY_CUE_PROMPT
 
-        self._index = index
+        self._stores = stores
+        self._embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.hyde = hyde
         self.seed_top_k = seed_top_k
@@ -159,13 +196,15 @@ class EntityEventRetriever(BaseRetriever):
 
             self._runner = LLMRunner(llm)
         else:
-            self._runner = index.llm_runner
+            self._runner = llm_runner
         if hyde is not None and self._runner is None:
             raise MissingModelError(
                 f"hyde={hyde!r} drafts a hypothetical answer with an LLM, and none is configured; "
                 "pass llm=..., set Settings.llm or OPENAI_API_KEY, or use hyde=None"
             )
-        self._parser = index_parser(index) if self._runner is None else None
+        self._parser = None
+        if self._runner is None:
+            self._parser = parser if parser is not None else extractors_parser(())
 
     # -- prompts ------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
@@ -188,11 +227,11 @@ class EntityEventRetriever(BaseRetriever):
     def retrieve_with_context(self, query: str) -> tuple[list[NodeWithScore], ContextBundle]:
         """Passages and their assembled context (passages, subgraph, descriptions)."""
         nodes = self.retrieve(query)
-        return nodes, bundle_from_retrieved(self._index.graph_store, nodes)
+        return nodes, bundle_from_retrieved(self._stores.graph, nodes)
 
     async def aretrieve_with_context(self, query: str) -> tuple[list[NodeWithScore], ContextBundle]:
         nodes = await self.aretrieve(query)
-        return nodes, bundle_from_retrieved(self._index.graph_store, nodes)
+        return nodes, bundle_from_retrieved(self._stores.graph, nodes)
 
     def plan(self, query: str) -> RetrievalPlan:
         """Steps 1-2 only: the texts and cues this retriever derives from ``query``."""
@@ -201,37 +240,31 @@ class EntityEventRetriever(BaseRetriever):
     # -- the algorithm (one body; ``aio`` picks real async or blocking I/O) --------------------
     async def _run(self, query: str, aio: bool) -> tuple[list[NodeWithScore], RetrievalPlan]:
         plan = await self._plan(query, aio)
-        graph = self._index.graph_store
+        source = StoresSource(self._stores, aio)
         cue = None if self.faithful else temporal_cue(query)
         clause = [cue.clause] if cue is not None and cue.clause else []
         phrases = list(
             dict.fromkeys([plan.rank_text, *plan.entity_cues, *plan.event_cues, *clause])
         )
-        vectors = dict(zip(phrases, await self._embed(phrases, aio), strict=True))
+        vectors = {
+            p: np.asarray(v, dtype=np.float32)
+            for p, v in zip(phrases, await self._embed(phrases, aio), strict=True)
+        }
         z_q = vectors[plan.rank_text]
-        pool = self.seed_top_k * self.mention_pool
-        if plan.entity_cues or plan.event_cues:
-            mention_vectors = [vectors[cue] for cue in plan.entity_cues]
-            event_vectors = [vectors[cue] for cue in plan.event_cues]
-        else:
-            mention_vectors, event_vectors = [z_q], [z_q]
-        mentions, events = _Seeds(), _Seeds()
-        for hits in await _gather(
-            aio, [self._lookup(NodeKind.MENTION, v, pool, aio) for v in mention_vectors]
-        ):
-            mentions.offer(hits)
-        for hits in await _gather(
-            aio, [self._lookup(NodeKind.EVENT, v, self.seed_top_k, aio) for v in event_vectors]
-        ):
-            events.offer(hits)
-        seeds = await self._rerank_mentions(mentions.scores, z_q, aio)
-        seeds.update(events.scores)
+        graph, seeds = await find_seeds(
+            source,
+            z_q,
+            [vectors[c] for c in plan.entity_cues],
+            [vectors[c] for c in plan.event_cues],
+            self.seed_top_k,
+            self.mention_pool,
+            self.event_weight,
+        )
         expanded = one_hop(graph, seeds)
-        chunk_ids = {n.chunk_id for n in expanded if n.chunk_id}
-        chunk_sims = await self._similarities(NodeKind.CHUNK, z_q, chunk_ids, aio)
+        chunk_sims = await rank_chunks(source, z_q, expanded)
         ranking = chunk_sims
         if cue is not None and clause:
-            ranking = await self._anchored(chunk_sims, cue, vectors[cue.clause], aio)
+            ranking = await self._anchored(source, chunk_sims, cue, vectors[cue.clause])
         positions = {n.id: n.pos for n in graph.get_nodes(chunk_sims)}
         ranked = sorted(
             (cid for cid in chunk_sims if cid in positions),
@@ -246,7 +279,7 @@ class EntityEventRetriever(BaseRetriever):
             return self._to_nodes(top, ranking, expanded, seeds, signals), plan
         if not self.faithful:  # chunks beyond V_q+ keep filling the budget, best first
             depth = budget_depth(self.budget_words, CHUNK_WORDS_FLOOR, self.similarity_top_k)
-            extra = await self._lookup(NodeKind.CHUNK, z_q, depth, aio)
+            extra = await source.lookup(NodeKind.CHUNK, z_q, depth)
             ranked += [cid for cid in sorted(extra, key=lambda c: -extra[c]) if cid not in ranking]
             for cid, sim in extra.items():
                 signals.setdefault(cid, {"similarity": round(sim, 4), "beyond_v_q": 1.0})
@@ -255,14 +288,18 @@ class EntityEventRetriever(BaseRetriever):
         return within_budget(nodes, self.budget_words), plan
 
     async def _anchored(
-        self, sims: dict[str, float], cue: TemporalCue, clause_vector: list[float], aio: bool
+        self,
+        source: StoresSource,
+        sims: dict[str, float],
+        cue: TemporalCue,
+        clause_vector: np.ndarray,
     ) -> dict[str, float]:
         """Chunk scores with the temporal bonus around the anchor event of ``cue``'s clause."""
-        hits = await self._lookup(NodeKind.EVENT, clause_vector, 1, aio)
-        anchors = [n.chunk_id for n in self._index.graph_store.get_nodes(hits) if n.chunk_id]
+        hits = await source.lookup(NodeKind.EVENT, clause_vector, 1)
+        anchors = [n.chunk_id for n in self._stores.graph.get_nodes(hits) if n.chunk_id]
         if not anchors:
             return sims
-        sequence = _CHUNK_SEQUENCE.get(self._index)
+        sequence = _CHUNK_SEQUENCE.get(self._stores)
         return anchored(
             sims, sequence, anchors, cue.relation, self.anchor_weight, ANCHOR_SPAN, ANCHOR_DECAY,
             ANCHOR_SELF,
@@ -324,18 +361,6 @@ class EntityEventRetriever(BaseRetriever):
             entities, events = cues.entities, cues.events
         return _clean(entities), _clean(events)
 
-    async def _rerank_mentions(
-        self, scores: dict[str, float], z_q: list[float], aio: bool
-    ) -> dict[str, float]:
-        """Re-rank mentions of the same entity by their events; keep the best ``seed_top_k``."""
-        graph = self._index.graph_store
-        linked = mention_events(graph, scores)
-        event_ids = {e for ids in linked.values() for e in ids}
-        event_sims = await self._similarities(NodeKind.EVENT, z_q, event_ids, aio)
-        return rerank_mentions(
-            graph, scores, linked, event_sims, self.event_weight, self.seed_top_k
-        )
-
     # -- I/O helpers (each has a blocking and an async form) ----------------------------------
     @staticmethod
     async def _call(
@@ -348,46 +373,10 @@ class EntityEventRetriever(BaseRetriever):
         return await async_fn(*args, **kwargs) if aio else sync_fn(*args, **kwargs)
 
     async def _embed(self, texts: list[str], aio: bool) -> list[list[float]]:
-        embed = self._index.embed_model
+        embed = self._embed_model
         if aio:
             return list(await asyncio.gather(*(embed.aget_query_embedding(t) for t in texts)))
         return [embed.get_query_embedding(t) for t in texts]
-
-    async def _query(self, kind: NodeKind, query: VectorStoreQuery, aio: bool) -> dict[str, float]:
-        store = self._index.vector_store(kind)
-        result = await self._call(aio, store.query, store.aquery, query)
-        return _hits(result)
-
-    async def _lookup(
-        self, kind: NodeKind, vector: list[float], top_k: int, aio: bool
-    ) -> dict[str, float]:
-        return await self._query(
-            kind, VectorStoreQuery(query_embedding=vector, similarity_top_k=top_k), aio
-        )
-
-    async def _similarities(
-        self, kind: NodeKind, vector: list[float], ids: Iterable[str], aio: bool
-    ) -> dict[str, float]:
-        """Similarity of ``vector`` to the given nodes only (``node_ids`` restriction).
-
-        A store that refuses ``node_ids`` (raises, or ignores it and answers with other ids) is
-        queried for all its nodes of that kind and filtered here.
-        """
-        wanted = set(ids)
-        if not wanted:
-            return {}
-        restricted = VectorStoreQuery(
-            query_embedding=vector, similarity_top_k=len(wanted), node_ids=sorted(wanted)
-        )
-        try:
-            hits = await self._query(kind, restricted, aio)
-            if set(hits) <= wanted:
-                return hits
-        except (NotImplementedError, ValueError, TypeError) as exc:
-            logger.debug("vector store refused node_ids (%s); filtering a full query", exc)
-        total = max(len(self._index.graph_store.nodes(kind)), len(wanted))
-        hits = await self._lookup(kind, vector, total, aio)
-        return {i: s for i, s in hits.items() if i in wanted}
 
     # -- results ------------------------------------------------------------------------------
     def _to_nodes(
@@ -403,14 +392,14 @@ class EntityEventRetriever(BaseRetriever):
         The text lists the chunk's nodes of ``V_q+`` with their descriptions and the subgraph
         edges among ``V_q+`` touching them, so llama-index's own engines show it to the LLM.
         """
-        graph = self._index.graph_store
+        graph = self._stores.graph
         by_chunk: dict[str, list[GraphNode]] = {}
         for node in expanded:
             by_chunk.setdefault(node.chunk_id or "", []).append(node)
         expanded_by_id = {n.id: n for n in expanded}
         edges = graph.subgraph_edges(list(expanded_by_id))
         results = []
-        for chunk in self._index.get_chunks(ranked):
+        for chunk in self._stores.get_chunks(ranked):
             evidence = by_chunk.get(chunk.node_id, [])
             here = {n.id for n in evidence}
             touching = [e for e in edges if e.source in here or e.target in here]
@@ -432,31 +421,18 @@ class EntityEventRetriever(BaseRetriever):
         return results
 
 
-def _chunk_sequence(index: Any, state: Any) -> list[tuple[str, int]]:
+def _chunk_sequence(stores: Stores, state: Any) -> list[tuple[str, int]]:
     """The extraction chunks in story order (ChronoRAG's layer-0 chunks are another unit)."""
-    chunks = [c for c in index.graph_store.nodes(NodeKind.CHUNK) if c.attrs.get("layer") != 0]
+    chunks = [c for c in stores.graph.nodes(NodeKind.CHUNK) if c.attrs.get("layer") != 0]
     return [(c.id, c.pos[0]) for c in sort_by_position(chunks)]
 
 
 _CHUNK_SEQUENCE: StateCache[list[tuple[str, int]]] = StateCache(_chunk_sequence)
 
 
-def _hits(result: VectorStoreQueryResult) -> dict[str, float]:
-    ids = result.ids or [n.node_id for n in result.nodes or []]
-    sims = result.similarities or [0.0] * len(ids)
-    return dict(zip(ids, (float(s) for s in sims), strict=True))
-
-
 def _clean(phrases: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(p.strip() for p in phrases if p and p.strip()))
 
-
-
-async def _gather(aio: bool, coros: list[Coroutine[Any, Any, T]]) -> list[T]:
-    """Concurrently on the async path; one after another on the blocking path."""
-    if aio:
-        return list(await asyncio.gather(*coros))
-    return [await coro for coro in coros]
 
 
 def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:

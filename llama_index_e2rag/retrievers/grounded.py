@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple, Optional
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import (
     NodeRelationship,
@@ -40,9 +41,10 @@ from llama_index_e2rag.node_embeddings import (
     l2_normalize,
 )
 from llama_index_e2rag.retrievers.budget import check_budget, within_budget
-from llama_index_e2rag.retrievers.parsing import index_parser
+from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import GraphNode, NodeKind
+from llama_index_e2rag.stores import Stores
 
 Order = Literal["relevance", "story"]
 #: With a budget, K grows to one graph node per this many words of budget (a node's sentences
@@ -115,8 +117,10 @@ class GroundedGraphRetriever(BaseRetriever):
     """Sentences grounded in the graph nodes most similar to the query's own graph nodes.
 
     Args:
-        index: an ``E2RAGIndex`` (needs ``graph_store``, ``embed_model``, ``vector_store(kind)``,
-            ``get_chunks``).
+        stores: the index's ``Stores`` (``index.as_retriever(mode="grounded")`` passes them).
+        embed_model: the embedding the graph was embedded with.
+        parser: the query parser (anything with ``query_nodes(text)``); default: a new
+            ``GroundedExtractor`` (the index passes the one that built its graph).
         similarity_top_k: K, graph nodes taken per query node (the paper's K=10).
         embedding_variant: ``basic`` (α·name + (1−α)·grounded sentences), ``neighbor``
             (β·basic + (1−β)·mean of neighbours) or ``attention`` (neighbours weighted by the
@@ -131,13 +135,13 @@ class GroundedGraphRetriever(BaseRetriever):
             once); K is raised so that enough sentences are reached. Without a budget the
             result is every sentence the top-K nodes per query node are grounded in, so
             ``similarity_top_k=5`` may return anywhere from a few to dozens of sentences.
-        extractor: the query parser (anything with ``query_nodes(text)``); default: the index's
-            ``GroundedExtractor`` or a new one.
     """
 
     def __init__(
         self,
-        index: Any,
+        stores: Stores,
+        embed_model: BaseEmbedding,
+        parser: Any = None,
         similarity_top_k: int = 10,
         embedding_variant: EmbeddingVariant = "basic",
         alpha: float = 0.5,
@@ -147,7 +151,6 @@ class GroundedGraphRetriever(BaseRetriever):
         order: Order = "relevance",
         max_sentences: Optional[int] = None,
         budget_words: Optional[int] = None,
-        extractor: Any = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
@@ -170,7 +173,8 @@ class GroundedGraphRetriever(BaseRetriever):
             raise ValueError(f"max_sentences must be at least 1, got {max_sentences}")
         check_budget(budget_words)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._index = index
+        self._stores = stores
+        self._embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.budget_words = budget_words
         self.embedding_variant = embedding_variant
@@ -180,7 +184,7 @@ class GroundedGraphRetriever(BaseRetriever):
         self.ret_count = ret_count
         self.order = order
         self.max_sentences = max_sentences
-        self._extractor = extractor
+        self._parser = parser
 
     @property
     def context_order(self) -> ContextOrder:
@@ -189,24 +193,24 @@ class GroundedGraphRetriever(BaseRetriever):
 
     # -- llama-index entry points -------------------------------------------------------------
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        cache = graph_cache(self._index)
+        cache = graph_cache(self._stores)
         texts = self._texts_to_embed(query_bundle.query_str)
-        vectors = self._index.embed_model.get_text_embedding_batch(texts)
+        vectors = self._embed_model.get_text_embedding_batch(texts)
         return self._select(cache, *_split_vectors(vectors))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        # Building the cache is CPU work (and may embed); keep the event loop free meanwhile.
-        cache = await asyncio.to_thread(graph_cache, self._index)
+        # Building the cache is CPU and store work; keep the event loop free meanwhile.
+        cache = await asyncio.to_thread(graph_cache, self._stores)
         texts = self._texts_to_embed(query_bundle.query_str)
-        vectors = await self._index.embed_model.aget_text_embedding_batch(texts)
+        vectors = await self._embed_model.aget_text_embedding_batch(texts)
         return self._select(cache, *_split_vectors(vectors))
 
     # -- steps ---------------------------------------------------------------------------------
     def _parse(self, query: str) -> list[GraphNode]:
         """The query graph's mention and event nodes (empty when nothing parses)."""
-        if self._extractor is None:
-            self._extractor = index_parser(self._index)
-        nodes = self._extractor.query_nodes(query)
+        if self._parser is None:
+            self._parser = extractors_parser(())
+        nodes = self._parser.query_nodes(query)
         return [n for n in nodes if n.kind in (NodeKind.MENTION, NodeKind.EVENT)]
 
     def _texts_to_embed(self, query: str) -> list[str]:
@@ -270,7 +274,7 @@ class GroundedGraphRetriever(BaseRetriever):
     def _to_nodes(self, cache: NodeEmbeddingCache, kept: list[_Candidate]) -> list[NodeWithScore]:
         """Rank, cut, order and wrap; texts deleted since the cache was built are skipped."""
         wanted = [cache.text_ids[c.row] for c in kept]
-        texts = {n.id: n for n in self._index.graph_store.get_nodes(wanted)}
+        texts = {n.id: n for n in self._stores.graph.get_nodes(wanted)}
         found = [(c, texts[node_id]) for c, node_id in zip(kept, wanted) if node_id in texts]
         found.sort(
             key=lambda pair: (-pair[0].score, -len(pair[0].hit.units), pair[1].pos, pair[1].id)
@@ -309,7 +313,7 @@ class GroundedGraphRetriever(BaseRetriever):
         known = cache.chunk_metadata
         missing = [i for i in chunk_ids if i and i not in known]
         if missing:
-            known.update(chunk_metadata(self._index, missing))
+            known.update(chunk_metadata(self._stores, missing))
         return known
 
 

@@ -23,6 +23,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import (
     NodeRelationship,
@@ -41,6 +42,8 @@ from llama_index_e2rag.context import (
     format_position,
 )
 from llama_index_e2rag.errors import E2RAGError, MissingModelError
+from llama_index_e2rag.extract.grounded import GroundedExtractor
+from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
 from llama_index_e2rag.passage_cache import NarrativeState, narrative_state
 from llama_index_e2rag.ranking.budget import Piece, budget_depth, fill_budget
 from llama_index_e2rag.ranking.narrative import (
@@ -54,9 +57,10 @@ from llama_index_e2rag.ranking.narrative import (
 )
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
 from llama_index_e2rag.retrievers.budget import TRIMMED_KEY, check_budget
-from llama_index_e2rag.retrievers.parsing import index_parser
+from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS, chunk_metadata
 from llama_index_e2rag.schema import NodeKind
+from llama_index_e2rag.stores import Stores
 
 #: Metadata key naming the passage a continuation follows (or, for *before*, precedes).
 CONTINUES_KEY = "continues"
@@ -68,7 +72,10 @@ class NarrativeRetriever(BaseRetriever):
     """Fused lexical + dense + graph retrieval of sentence-aligned passages.
 
     Args:
-        index: an ``E2RAGIndex``.
+        stores: the index's ``Stores`` (``index.as_retriever()`` passes them).
+        embed_model: the embedding the passages were embedded with.
+        parser: the ``GroundedExtractor`` that reads questions (default: a new one).
+        passage_words: the index's passage length (sizes the ranking depth for a budget).
         similarity_top_k: passages returned when no budget is given (continuations count).
         budget_words: fill this many words instead (no text twice; the last passage is cut at a
             sentence end). ``similarity_top_k`` is then ignored.
@@ -78,7 +85,10 @@ class NarrativeRetriever(BaseRetriever):
 
     def __init__(
         self,
-        index: Any,
+        stores: Stores,
+        embed_model: BaseEmbedding,
+        parser: Optional[GroundedExtractor] = None,
+        passage_words: int = DEFAULT_PASSAGE_WORDS,
         similarity_top_k: int = 10,
         budget_words: Optional[int] = None,
         weights: Optional[NarrativeWeights] = None,
@@ -90,11 +100,13 @@ class NarrativeRetriever(BaseRetriever):
             raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
         check_budget(budget_words)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._index = index
+        self._stores = stores
+        self._embed_model = embed_model
+        self.passage_words = passage_words
         self.similarity_top_k = similarity_top_k
         self.budget_words = budget_words
         self.weights = (weights or NarrativeWeights.fitted()).without(*disable)
-        self._parser: Any = None
+        self._parser: Any = parser
 
     @property
     def context_order(self) -> ContextOrder:
@@ -106,9 +118,9 @@ class NarrativeRetriever(BaseRetriever):
         return self.results(*self.signals(query_bundle.query_str))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        state = await asyncio.to_thread(narrative_state, self._index)
+        state = await asyncio.to_thread(narrative_state, self._stores)
         cue, texts = self._texts(query_bundle.query_str)
-        embed = self._index.embed_model
+        embed = self._embed_model
         vectors = list(await asyncio.gather(*(embed.aget_query_embedding(t) for t in texts)))
         graphs = [await asyncio.to_thread(self._read, t) for t in texts]
         return self.results(state, self._signals(state, texts, vectors, graphs, cue))
@@ -126,7 +138,7 @@ class NarrativeRetriever(BaseRetriever):
         if not (self.weights.mention or self.weights.event or self.weights.co_event):
             return QueryGraph()
         if self._parser is None:
-            self._parser = index_parser(self._index)
+            self._parser = extractors_parser(())
         if self._parser is False:
             return QueryGraph()
         try:
@@ -142,9 +154,9 @@ class NarrativeRetriever(BaseRetriever):
         What ``retrieve`` ranks from; public so weights can be fitted without re-parsing and
         re-embedding each question for every candidate weighting.
         """
-        state = narrative_state(self._index)
+        state = narrative_state(self._stores)
         cue, texts = self._texts(query)
-        embed = self._index.embed_model
+        embed = self._embed_model
         vectors = [embed.get_query_embedding(t) for t in texts]
         return state, self._signals(state, texts, vectors, [self._read(t) for t in texts], cue)
 
@@ -179,15 +191,15 @@ class NarrativeRetriever(BaseRetriever):
         """Rank, continue and fill the budget from precomputed signals."""
         table = state.table
         if not len(table):
-            if self._index.graph_store.nodes(NodeKind.CHUNK):
+            if self._stores.graph.nodes(NodeKind.CHUNK):
                 raise E2RAGError(
                     "this index has no passages (it was built before the narrative mode "
-                    "existed): index its documents again (e2rag index PATH --store DIR) or "
-                    "choose another mode"
+                    "existed): run e2rag migrate --store DIR --passages, index its documents "
+                    "again, or choose another mode"
                 )
             return []
         ranked = rank(table, sig, self.weights, self._depth(table))
-        graph_nodes = self._index.graph_store.get_nodes([table.ids[r.row] for r in ranked])
+        graph_nodes = self._stores.graph.get_nodes([table.ids[r.row] for r in ranked])
         by_id = {n.id: n for n in graph_nodes}
         pieces = []
         for r in ranked:
@@ -197,7 +209,7 @@ class NarrativeRetriever(BaseRetriever):
         kept = fill_budget(pieces, self.budget_words)
         if self.budget_words is None:
             kept = kept[: self.similarity_top_k]
-        chunk_meta = chunk_metadata(self._index, (state.chunk_ids[k.piece.key.row] for k in kept))
+        chunk_meta = chunk_metadata(self._stores, (state.chunk_ids[k.piece.key.row] for k in kept))
         results = []
         for item in kept:
             row: Ranked = item.piece.key
@@ -221,7 +233,7 @@ class NarrativeRetriever(BaseRetriever):
         """How many ranked passages to consider: ``similarity_top_k``, or enough for the budget."""
         if self.budget_words is None:
             return self.similarity_top_k
-        return min(len(table), budget_depth(self.budget_words, self._index.passage_words))
+        return min(len(table), budget_depth(self.budget_words, self.passage_words))
 
 
 

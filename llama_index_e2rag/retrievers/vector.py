@@ -1,7 +1,7 @@
-"""Plain chunk-vector retrieval over an ``E2RAGIndex`` (the "vanilla RAG" baseline of the papers).
+"""Plain chunk-vector retrieval over the stores (the "vanilla RAG" baseline of the papers).
 
-Top-k chunks of the ``e2rag_chunk`` namespace by similarity to the query, with the same position
-metadata as the graph retrievers so the same context assembly and answer step apply.
+Top-k chunk vectors by similarity to the query, with the same position metadata as the graph
+retrievers so the same context assembly and answer step apply.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any, Iterable, Literal, Optional, Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
-from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 
 from llama_index_e2rag.context import (
     EVIDENCE_KEY,
@@ -25,6 +25,8 @@ from llama_index_e2rag.context import (
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
 from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
 from llama_index_e2rag.schema import GraphNode, NodeKind
+from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.vectors.base import VectorHit
 
 #: Words a chunk is assumed to hold at least when sizing the candidates for a budget.
 CHUNK_WORDS_FLOOR = 50
@@ -45,7 +47,8 @@ class VectorChunkRetriever(BaseRetriever):
 
     def __init__(
         self,
-        index: Any,
+        stores: Stores,
+        embed_model: BaseEmbedding,
         similarity_top_k: int = 5,
         order: Literal["relevance", "story"] = "relevance",
         budget_words: Optional[int] = None,
@@ -58,7 +61,8 @@ class VectorChunkRetriever(BaseRetriever):
             raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
         check_budget(budget_words)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._index = index
+        self._stores = stores
+        self._embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.order = order
         self.budget_words = budget_words
@@ -68,27 +72,24 @@ class VectorChunkRetriever(BaseRetriever):
         """How the query engine presents the results: as ranked, or in story order."""
         return "retrieval" if self.order == "relevance" else "story"
 
-    def _query(self, vector: list[float]) -> VectorStoreQuery:
-        top_k = self.similarity_top_k
-        if self.budget_words is not None:
-            top_k = budget_depth(self.budget_words, CHUNK_WORDS_FLOOR, top_k)
-        return VectorStoreQuery(query_embedding=vector, similarity_top_k=top_k)
+    def _depth(self) -> int:
+        if self.budget_words is None:
+            return self.similarity_top_k
+        return budget_depth(self.budget_words, CHUNK_WORDS_FLOOR, self.similarity_top_k)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        vector = self._index.embed_model.get_query_embedding(query_bundle.query_str)
-        return self._to_nodes(self._index.vector_store(NodeKind.CHUNK).query(self._query(vector)))
+        vector = self._embed_model.get_query_embedding(query_bundle.query_str)
+        return self._to_nodes(self._stores.search(NodeKind.CHUNK, vector, self._depth()))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        vector = await self._index.embed_model.aget_query_embedding(query_bundle.query_str)
-        store = self._index.vector_store(NodeKind.CHUNK)
-        return self._to_nodes(await store.aquery(self._query(vector)))
+        vector = await self._embed_model.aget_query_embedding(query_bundle.query_str)
+        return self._to_nodes(await self._stores.asearch(NodeKind.CHUNK, vector, self._depth()))
 
-    def _to_nodes(self, result: VectorStoreQueryResult) -> list[NodeWithScore]:
-        ids = result.ids or [n.node_id for n in result.nodes or []]
-        scores = dict(zip(ids, result.similarities or [0.0] * len(ids), strict=True))
-        graph = self._index.graph_store
+    def _to_nodes(self, hits: list[VectorHit]) -> list[NodeWithScore]:
+        scores = {hit.id: hit.score for hit in hits}
+        graph = self._stores.graph
         results = []
-        for chunk in self._index.get_chunks(list(dict.fromkeys(ids))):
+        for chunk in self._stores.get_chunks(list(scores)):
             graph_chunk = graph.get_node(chunk.node_id)
             if graph_chunk is not None:
                 nws = chunk_result(
@@ -106,9 +107,9 @@ class VectorChunkRetriever(BaseRetriever):
         return ranked
 
 
-def chunk_metadata(index: Any, chunk_ids: Iterable[Optional[str]]) -> dict[str, dict[str, Any]]:
+def chunk_metadata(stores: Stores, chunk_ids: Iterable[Optional[str]]) -> dict[str, dict[str, Any]]:
     """User metadata (file name, title …) of chunks, by id, so results can cite their source."""
-    chunks = index.get_chunks(sorted({i for i in chunk_ids if i}))
+    chunks = stores.get_chunks(sorted({i for i in chunk_ids if i}))
     return {
         c.node_id: {k: v for k, v in c.metadata.items() if k not in INTERNAL_METADATA_KEYS}
         for c in chunks

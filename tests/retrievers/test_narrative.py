@@ -346,8 +346,8 @@ def test_lexical_weight_alone_ranks_by_bm25(peter):
     question = "Where did Peter lose his shoes among the cabbages?"
     weights = NarrativeWeights(lexical=1.0).without(*(s for s in SIGNALS if s != "lexical"))
     results = _everything(peter, question, weights=weights.without("continuation"))
-    scores = peter.lexical_index().scores(question)
-    ids = peter.lexical_index().ids
+    scores = peter.stores.lexical().scores(question)
+    ids = peter.stores.lexical().ids
     matched = int(np.count_nonzero(scores))
     expected = [ids[i] for i in np.argsort(-scores, kind="stable")[:matched]]
     assert [r.node.node_id for r in results[:matched]] == expected
@@ -419,16 +419,18 @@ def test_persist_and_load_give_the_same_results_from_the_stored_lexical_index(
     loaded = load_index_from_storage(
         StorageContext.from_defaults(persist_dir=str(tmp_path)), embed_model=minilm
     )
-    assert loaded.index_struct.lexical_json
-    assert loaded.lexical_index().ids == [p.id for p in _passages(loaded)]
+    assert (tmp_path / "e2rag" / "lexical" / "ids.json").is_file()
+    assert loaded.stores.lexical().ids == [p.id for p in _passages(loaded)]
     assert [p.id for p in _passages(loaded)] == [p.id for p in _passages(greymoor)]
 
     import llama_index_e2rag.passage_cache as passage_cache
+    import llama_index_e2rag.stores as stores_module
 
     def refuse(*args, **kwargs):
         raise AssertionError("the lexical index was rebuilt instead of loaded")
 
     monkeypatch.setattr(passage_cache.LexicalIndex, "build", refuse)
+    monkeypatch.setattr(stores_module.LexicalIndex, "build", refuse)
     for question in LATE_FACET_QUESTIONS + [AFTER[1][1], BEFORE[0][1]]:
         for kwargs in ({}, {"budget_words": 150}):
             before = greymoor.as_retriever(**kwargs).retrieve(question)
@@ -439,13 +441,14 @@ def test_persist_and_load_give_the_same_results_from_the_stored_lexical_index(
 
 
 def test_a_store_without_a_lexical_index_rebuilds_it_from_the_passages(peter, minilm, tmp_path):
+    import shutil
+
     peter.storage_context.persist(persist_dir=str(tmp_path))
+    shutil.rmtree(tmp_path / "e2rag" / "lexical")  # derived data: lost, it is rebuilt
     loaded = load_index_from_storage(
         StorageContext.from_defaults(persist_dir=str(tmp_path)), embed_model=minilm
     )
-    loaded.index_struct.lexical_json = ""  # as a store written before passages existed
-    assert len(loaded.lexical_index()) == 0
-    state = narrative_state(loaded)
+    state = narrative_state(loaded.stores)
     assert state.lexical.ids == state.table.ids == [p.id for p in _passages(peter)]
     question = AFTER[0][1]
     assert [r.node.node_id for r in loaded.as_retriever().retrieve(question)] == [
@@ -482,10 +485,10 @@ LIGHTHOUSE = (
 
 def test_a_deleted_document_never_comes_back(minilm):
     index = E2RAGIndex.from_documents([sample_document()], embed_model=minilm)
-    state = narrative_state(index)
-    assert narrative_state(index) is state  # cached while nothing changes
+    state = narrative_state(index.stores)
+    assert narrative_state(index.stores) is state  # cached while nothing changes
     index.insert(Document(text=LIGHTHOUSE, id_="lighthouse"))
-    assert narrative_state(index) is not state
+    assert narrative_state(index.stores) is not state
     questions = [
         "Who rescued the fishermen from the reef near the lighthouse?",
         "What did the fishermen bring Maren after the storm?",
@@ -501,7 +504,7 @@ def test_a_deleted_document_never_comes_back(minilm):
 
     index.delete_ref_doc("lighthouse")
     assert not {p.id for p in _passages(index)} & lighthouse_ids
-    assert index.lexical_index().ids == [p.id for p in _passages(index)]
+    assert index.stores.lexical().ids == [p.id for p in _passages(index)]
     everything = len(_passages(index))
     for question in questions:
         for kwargs in ({"similarity_top_k": everything}, {"budget_words": 2000}):

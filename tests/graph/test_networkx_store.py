@@ -1,4 +1,4 @@
-"""NetworkX graph store: persistence round trip, atomic writes, refusal of bad files, deletion."""
+"""NetworkX graph store (staging and in-memory use): JSON round trip, atomic writes, bad files."""
 
 from __future__ import annotations
 
@@ -8,41 +8,27 @@ from pathlib import Path
 import pytest
 
 from llama_index_e2rag.errors import GraphStoreError
-from llama_index_e2rag.graph import GraphStore, NetworkXGraphStore
+from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.schema import (
     SCHEMA_VERSION,
     EdgeKind,
     GraphEdge,
-    GraphNode,
     NodeKind,
-    make_id,
 )
 
-
-def _node(doc: str, kind: NodeKind, offset: int, text: str, chunk: str | None = None) -> GraphNode:
-    return GraphNode(
-        id=make_id(doc, kind, (offset,), text),
-        kind=kind,
-        text=text,
-        doc_id=doc,
-        pos=(0 if doc == "a" else 1, offset, 0),
-        span=(offset, offset + len(text)),
-        chunk_id=chunk,
-        name=text.split(":")[0] if kind == NodeKind.MENTION else None,
-        attrs={"description": text},
-    )
+from .conftest import node
 
 
 @pytest.fixture
 def store() -> NetworkXGraphStore:
     """Two documents; doc b's mention also links to doc a's event (a cross-document edge)."""
     g = NetworkXGraphStore()
-    ca = _node("a", NodeKind.CHUNK, 0, "Hermione read every rule.")
-    ma = _node("a", NodeKind.MENTION, 0, "Hermione: reads rules", ca.id)
-    ea = _node("a", NodeKind.EVENT, 9, "Hermione reads the rules", ca.id)
-    cb = _node("b", NodeKind.CHUNK, 0, "Hermione broke a rule.")
-    mb = _node("b", NodeKind.MENTION, 0, "Hermione: breaks rules", cb.id)
-    eb = _node("b", NodeKind.EVENT, 9, "Hermione breaks a rule", cb.id)
+    ca = node("a", NodeKind.CHUNK, 0, "Hermione read every rule.")
+    ma = node("a", NodeKind.MENTION, 0, "Hermione: reads rules", ca.id)
+    ea = node("a", NodeKind.EVENT, 9, "Hermione reads the rules", ca.id)
+    cb = node("b", NodeKind.CHUNK, 0, "Hermione broke a rule.")
+    mb = node("b", NodeKind.MENTION, 0, "Hermione: breaks rules", cb.id)
+    eb = node("b", NodeKind.EVENT, 9, "Hermione breaks a rule", cb.id)
     g.upsert_nodes([eb, cb, mb, ea, ca, ma])
     g.upsert_edges(
         [
@@ -55,10 +41,6 @@ def store() -> NetworkXGraphStore:
         ]
     )
     return g
-
-
-def test_store_satisfies_protocol(store: NetworkXGraphStore) -> None:
-    assert isinstance(store, GraphStore)
 
 
 def test_round_trip_keeps_nodes_edges_and_story_order(
@@ -81,7 +63,7 @@ def test_failed_write_leaves_previous_file_intact(
     path = tmp_path / "graph.json"
     store.persist(str(path))
     before = path.read_bytes()
-    store.upsert_nodes([_node("c", NodeKind.CHUNK, 0, "A new chapter.")])
+    store.upsert_nodes([node("c", NodeKind.CHUNK, 0, "A new chapter.")])
 
     def broken_dump(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
@@ -121,32 +103,3 @@ def test_newer_schema_version_is_refused(store: NetworkXGraphStore, tmp_path: Pa
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(GraphStoreError, match="newer"):
         NetworkXGraphStore.from_persist_path(str(path))
-
-
-def test_edge_to_unknown_node_is_refused(store: NetworkXGraphStore) -> None:
-    some = store.nodes(NodeKind.MENTION)[0]
-    with pytest.raises(GraphStoreError, match="upsert nodes before"):
-        store.upsert_edges(
-            [
-                GraphEdge(
-                    source=some.id, target="event-missing", kind=EdgeKind.PARTICIPATES, doc_id="a"
-                )
-            ]
-        )
-
-
-def test_delete_doc_leaves_no_dangling_edge(store: NetworkXGraphStore) -> None:
-    b_ids = {n.id for n in store.nodes(doc_id="b")}
-    removed = store.delete_doc("b")
-    assert removed == b_ids
-    assert store.nodes(doc_id="b") == [] and store.doc_ids() == ["a"]
-    remaining = {n.id for n in store.nodes()}
-    for edge in store.edges():
-        assert edge.source in remaining and edge.target in remaining
-        assert edge.doc_id != "b"
-    assert store.counts() == {
-        "nodes": {"chunk": 1, "event": 1, "mention": 1},
-        "edges": {"participates": 1},
-    }
-    # and what is left still persists and loads
-    assert NetworkXGraphStore.from_dict(store.to_dict()).counts() == store.counts()

@@ -1,0 +1,466 @@
+"""The graph on a SQL database: one schema and one set of statements for SQLite and PostgreSQL.
+
+Nodes, edges, documents (story order) and extraction failures are rows, so inserting or deleting
+a document touches that document's rows only, inside one transaction: a process killed at any
+moment leaves the database before or after the document, never between. Subclasses supply a
+connection (``_connect``) and their placeholder style; everything else is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Optional, Sequence
+
+from llama_index_e2rag.errors import GraphStoreError
+from llama_index_e2rag.graph.base import Direction
+from llama_index_e2rag.schema import SCHEMA_VERSION, EdgeKind, GraphEdge, GraphNode, NodeKind
+
+FORMAT_NAME = "llama-index-e2rag/graph"
+#: Version of the table layout below (independent of the node schema's ``SCHEMA_VERSION``).
+TABLES_VERSION = 1
+#: Ids per ``IN (...)`` list: well under SQLite's and PostgreSQL's parameter limits.
+BATCH = 500
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS e2rag_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS e2rag_nodes ("
+    " id TEXT PRIMARY KEY, kind TEXT NOT NULL, doc_id TEXT NOT NULL,"
+    " p0 BIGINT NOT NULL, p1 BIGINT NOT NULL, p2 BIGINT NOT NULL,"
+    " s0 BIGINT, s1 BIGINT, chunk_id TEXT, name TEXT, text TEXT NOT NULL, attrs TEXT)",
+    "CREATE INDEX IF NOT EXISTS e2rag_nodes_story ON e2rag_nodes (kind, p0, p1, p2, id)",
+    "CREATE INDEX IF NOT EXISTS e2rag_nodes_doc ON e2rag_nodes (doc_id)",
+    "CREATE TABLE IF NOT EXISTS e2rag_edges ("
+    " source TEXT NOT NULL, target TEXT NOT NULL, kind TEXT NOT NULL, role TEXT NOT NULL,"
+    " doc_id TEXT NOT NULL, attrs TEXT, PRIMARY KEY (source, target, kind, role))",
+    "CREATE INDEX IF NOT EXISTS e2rag_edges_target ON e2rag_edges (target, kind)",
+    "CREATE INDEX IF NOT EXISTS e2rag_edges_kind ON e2rag_edges (kind)",
+    "CREATE INDEX IF NOT EXISTS e2rag_edges_doc ON e2rag_edges (doc_id)",
+    "CREATE TABLE IF NOT EXISTS e2rag_documents (doc_id TEXT PRIMARY KEY, doc_order BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS e2rag_failures ("
+    " doc_id TEXT NOT NULL, chunk_id TEXT NOT NULL, reason TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS e2rag_failures_doc ON e2rag_failures (doc_id)",
+)
+_NODE_COLUMNS = "id, kind, doc_id, p0, p1, p2, s0, s1, chunk_id, name, text, attrs"
+_EDGE_COLUMNS = "source, target, kind, role, doc_id, attrs"
+_UPSERT_NODE = (
+    f"INSERT INTO e2rag_nodes ({_NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, doc_id = excluded.doc_id, "
+    "p0 = excluded.p0, p1 = excluded.p1, p2 = excluded.p2, s0 = excluded.s0, s1 = excluded.s1, "
+    "chunk_id = excluded.chunk_id, name = excluded.name, text = excluded.text, "
+    "attrs = excluded.attrs"
+)
+_UPSERT_EDGE = (
+    f"INSERT INTO e2rag_edges ({_EDGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (source, target, kind, role) DO UPDATE SET doc_id = excluded.doc_id, "
+    "attrs = excluded.attrs"
+)
+_ORDER = " ORDER BY p0, p1, p2, id"
+
+
+def _node_row(node: GraphNode) -> tuple[Any, ...]:
+    span = node.span or (None, None)
+    attrs = json.dumps(node.attrs, ensure_ascii=False) if node.attrs else None
+    return (
+        node.id, node.kind.value, node.doc_id, *node.pos, *span,
+        node.chunk_id, node.name, node.text, attrs,
+    )  # fmt: skip
+
+
+def _row_node(row: Sequence[Any]) -> GraphNode:
+    """Rows come from our own writes, so the record is built without re-validation."""
+    s0, s1 = row[6], row[7]
+    return GraphNode.model_construct(
+        id=row[0],
+        kind=NodeKind(row[1]),
+        doc_id=row[2],
+        pos=(row[3], row[4], row[5]),
+        span=(s0, s1) if s0 is not None else None,
+        chunk_id=row[8],
+        name=row[9],
+        text=row[10],
+        attrs=json.loads(row[11]) if row[11] else {},
+    )
+
+
+def _edge_row(edge: GraphEdge) -> tuple[Any, ...]:
+    attrs = json.dumps(edge.attrs, ensure_ascii=False) if edge.attrs else None
+    return (edge.source, edge.target, edge.kind.value, edge.role or "", edge.doc_id, attrs)
+
+
+def _row_edge(row: Sequence[Any]) -> GraphEdge:
+    return GraphEdge.model_construct(
+        source=row[0],
+        target=row[1],
+        kind=EdgeKind(row[2]),
+        role=row[3] or None,
+        doc_id=row[4],
+        attrs=json.loads(row[5]) if row[5] else {},
+    )
+
+
+def _batches(ids: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(ids), BATCH):
+        yield ids[start : start + BATCH]
+
+
+def _marks(count: int) -> str:
+    return ", ".join("?" * count)
+
+
+class SQLGraphStore:
+    """``GraphStore`` over a DB-API connection; every public write is one transaction.
+
+    One connection is shared by the threads of a process under a lock (reads are short), so a
+    reader never sees a half-applied write of this process; other processes see committed
+    transactions only.
+    """
+
+    #: DB-API placeholder of the driver; statements are written with ``?``.
+    placeholder = "?"
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._conn: Any = None
+
+    # -- subclass hooks -------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _has_table(self, name: str) -> bool:
+        """Whether table ``name`` exists (where this store's tables live)."""
+        raise NotImplementedError
+
+    def _begin(self, cur: Any) -> None:
+        """First statement of every write transaction: take the graph's write lock, so that
+        writers run one after the other and every read they make inside is current."""
+
+    def _sql(self, statement: str) -> str:
+        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
+
+    # -- connection and transactions ----------------------------------------------------------
+    @property
+    def conn(self) -> Any:
+        if self._conn is None:
+            with self._lock:
+                if self._conn is None:
+                    self._conn = self._connect()
+                    self._create_schema()
+        return self._conn
+
+    def _create_schema(self) -> None:
+        """Create the tables if this layout version is missing, then check the format. Opening
+        an existing graph only reads: DDL, even ``IF NOT EXISTS``, can wait for a writer."""
+        if self._tables_version() != TABLES_VERSION:
+            with self._transaction() as cur:
+                for statement in SCHEMA:
+                    cur.execute(statement)
+                cur.execute(self._sql("SELECT value FROM e2rag_meta WHERE key = ?"), ("format",))
+                if cur.fetchone() is None:
+                    cur.executemany(
+                        self._sql("INSERT INTO e2rag_meta (key, value) VALUES (?, ?)"),
+                        [
+                            ("format", FORMAT_NAME),
+                            ("tables_version", str(TABLES_VERSION)),
+                            ("schema_version", str(SCHEMA_VERSION)),
+                            ("version", "0"),
+                        ],
+                    )
+        meta = dict(self._query("SELECT key, value FROM e2rag_meta"))
+        if meta.get("format") != FORMAT_NAME:
+            raise GraphStoreError(f"{self.describe()} is not an e2rag graph database")
+        version = int(meta["schema_version"])
+        if version > SCHEMA_VERSION:
+            raise GraphStoreError(
+                f"{self.describe()} was written with graph schema {version}, newer than "
+                f"this llama-index-e2rag (schema {SCHEMA_VERSION}); upgrade the package"
+            )
+
+    def _tables_version(self) -> Optional[int]:
+        if not self._has_table("e2rag_meta"):
+            return None
+        rows = self._query("SELECT value FROM e2rag_meta WHERE key = 'tables_version'")
+        return int(rows[0][0]) if rows else None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """A cursor inside BEGIN … COMMIT (ROLLBACK on any error), holding the process lock."""
+        with self._lock:
+            conn = self._conn if self._conn is not None else self.conn
+            cur = conn.cursor()
+            try:
+                self._begin(cur)
+                yield cur
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+            finally:
+                cur.close()
+
+    def _bump(self, cur: Any) -> None:
+        cur.execute(
+            "UPDATE e2rag_meta SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) "
+            "WHERE key = 'version'"
+        )
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            cur = self.conn.cursor()
+            try:
+                cur.execute(self._sql(statement), tuple(params))
+                rows = cur.fetchall()
+            finally:
+                cur.close()
+            self.conn.commit()  # end the read transaction (PostgreSQL opens one implicitly)
+        return rows
+
+    def describe(self) -> str:
+        """Where the graph lives, for messages."""
+        return type(self).__name__
+
+    @property
+    def version(self) -> int:
+        """Changes with every committed write, by any process (the read caches' key)."""
+        return int(self._query("SELECT value FROM e2rag_meta WHERE key = 'version'")[0][0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- writes ---------------------------------------------------------------------------------
+    def upsert_nodes(self, nodes: Iterable[GraphNode]) -> None:
+        with self._transaction() as cur:
+            self._write_nodes(cur, list(nodes))
+
+    def upsert_edges(self, edges: Iterable[GraphEdge]) -> None:
+        with self._transaction() as cur:
+            self._write_edges(cur, list(edges))
+
+    def _write_nodes(self, cur: Any, nodes: list[GraphNode]) -> None:
+        if nodes:
+            cur.executemany(self._sql(_UPSERT_NODE), [_node_row(n) for n in nodes])
+            self._bump(cur)
+
+    def _write_edges(self, cur: Any, edges: list[GraphEdge]) -> None:
+        if not edges:
+            return
+        ends = sorted({e.source for e in edges} | {e.target for e in edges})
+        known: set[str] = set()
+        for batch in _batches(ends):
+            cur.execute(
+                self._sql(f"SELECT id FROM e2rag_nodes WHERE id IN ({_marks(len(batch))})"),
+                tuple(batch),
+            )
+            known.update(r[0] for r in cur.fetchall())
+        for edge in edges:
+            for end in (edge.source, edge.target):
+                if end not in known:
+                    raise GraphStoreError(
+                        f"edge {edge.kind.value} {edge.source} -> {edge.target}: node {end!r} "
+                        "is not in the graph; upsert nodes before their edges"
+                    )
+        cur.executemany(self._sql(_UPSERT_EDGE), [_edge_row(e) for e in edges])
+        self._bump(cur)
+
+    def delete_nodes(self, node_ids: Iterable[str]) -> None:
+        ids = sorted(set(node_ids))
+        with self._transaction() as cur:
+            self._delete_ids(cur, ids)
+
+    def _delete_ids(self, cur: Any, ids: Sequence[str]) -> None:
+        for batch in _batches(ids):
+            marks = _marks(len(batch))
+            cur.execute(
+                self._sql(f"DELETE FROM e2rag_edges WHERE source IN ({marks})"), tuple(batch)
+            )
+            cur.execute(
+                self._sql(f"DELETE FROM e2rag_edges WHERE target IN ({marks})"), tuple(batch)
+            )
+            cur.execute(self._sql(f"DELETE FROM e2rag_nodes WHERE id IN ({marks})"), tuple(batch))
+        if ids:
+            self._bump(cur)
+
+    def delete_doc(self, doc_id: str) -> set[str]:
+        """Remove the document's nodes, every edge touching them, its order and failures."""
+        with self._transaction() as cur:
+            return self._delete_doc(cur, doc_id)
+
+    def _delete_doc(self, cur: Any, doc_id: str) -> set[str]:
+        cur.execute(self._sql("SELECT id FROM e2rag_nodes WHERE doc_id = ?"), (doc_id,))
+        ids = {r[0] for r in cur.fetchall()}
+        self._delete_ids(cur, sorted(ids))
+        for table in ("e2rag_edges", "e2rag_documents", "e2rag_failures"):
+            cur.execute(self._sql(f"DELETE FROM {table} WHERE doc_id = ?"), (doc_id,))
+        self._bump(cur)
+        return ids
+
+    def replace_doc(
+        self,
+        doc_id: str,
+        order: int,
+        nodes: Sequence[GraphNode],
+        edges: Sequence[GraphEdge],
+        failures: Sequence[dict[str, str]] = (),
+    ) -> None:
+        """Swap a document's whole graph, order and failures in one transaction."""
+        with self._transaction() as cur:
+            self._delete_doc(cur, doc_id)
+            self._write_nodes(cur, list(nodes))
+            self._write_edges(cur, list(edges))
+            cur.execute(
+                self._sql("INSERT INTO e2rag_documents (doc_id, doc_order) VALUES (?, ?)"),
+                (doc_id, order),
+            )
+            if failures:
+                cur.executemany(
+                    self._sql(
+                        "INSERT INTO e2rag_failures (doc_id, chunk_id, reason) VALUES (?, ?, ?)"
+                    ),
+                    [(doc_id, f.get("chunk_id", ""), f["reason"]) for f in failures],
+                )
+
+    # -- reads ----------------------------------------------------------------------------------
+    def get_node(self, node_id: str) -> Optional[GraphNode]:
+        rows = self._query(f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE id = ?", (node_id,))
+        return _row_node(rows[0]) if rows else None
+
+    def get_nodes(self, node_ids: Iterable[str]) -> list[GraphNode]:
+        """Known nodes among ``node_ids``, in the order asked."""
+        wanted = list(dict.fromkeys(node_ids))
+        found: dict[str, GraphNode] = {}
+        for batch in _batches(wanted):
+            rows = self._query(
+                f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE id IN ({_marks(len(batch))})",
+                batch,
+            )
+            found.update((r[0], _row_node(r)) for r in rows)
+        return [found[i] for i in wanted if i in found]
+
+    def has_node(self, node_id: str) -> bool:
+        return bool(self._query("SELECT 1 FROM e2rag_nodes WHERE id = ?", (node_id,)))
+
+    def nodes(
+        self, kind: Optional[NodeKind] = None, doc_id: Optional[str] = None
+    ) -> list[GraphNode]:
+        where, params = _filters(kind=kind, doc_id=doc_id)
+        rows = self._query(f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes{where}{_ORDER}", params)
+        return [_row_node(r) for r in rows]
+
+    def story_neighbors(self, node: GraphNode, before: int, after: int) -> list[GraphNode]:
+        """Up to ``before`` nodes of the same kind just before ``node`` and ``after`` just after,
+        in story order (``node`` excluded)."""
+        key = (node.kind.value, *node.pos, node.id)
+        earlier = self._query(
+            f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE kind = ? AND (p0, p1, p2, id) < "
+            "(?, ?, ?, ?) ORDER BY p0 DESC, p1 DESC, p2 DESC, id DESC LIMIT ?",
+            (*key, before),
+        )
+        later = self._query(
+            f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE kind = ? AND (p0, p1, p2, id) > "
+            f"(?, ?, ?, ?){_ORDER} LIMIT ?",
+            (*key, after),
+        )
+        return [_row_node(r) for r in reversed(earlier)] + [_row_node(r) for r in later]
+
+    def edges(
+        self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None
+    ) -> list[GraphEdge]:
+        where, params = _filters(kind=kind, doc_id=doc_id)
+        rows = self._query(f"SELECT {_EDGE_COLUMNS} FROM e2rag_edges{where}", params)
+        return [_row_edge(r) for r in rows]
+
+    def edges_of(
+        self,
+        node_id: str,
+        kinds: Optional[Iterable[EdgeKind]] = None,
+        direction: Direction = "both",
+    ) -> list[GraphEdge]:
+        wanted = {k.value for k in kinds} if kinds is not None else None
+        found: list[GraphEdge] = []
+        for column, side in (("source", "out"), ("target", "in")):
+            if direction in (side, "both"):
+                rows = self._query(
+                    f"SELECT {_EDGE_COLUMNS} FROM e2rag_edges WHERE {column} = ?", (node_id,)
+                )
+                found.extend(_row_edge(r) for r in rows if wanted is None or r[2] in wanted)
+        return found
+
+    def neighbors(
+        self,
+        node_id: str,
+        kinds: Optional[Iterable[EdgeKind]] = None,
+        direction: Direction = "both",
+    ) -> list[GraphNode]:
+        others = {
+            e.target if e.source == node_id else e.source
+            for e in self.edges_of(node_id, kinds, direction)
+        }
+        return sorted(self.get_nodes(others), key=lambda n: (n.pos, n.id))
+
+    def subgraph_edges(
+        self, node_ids: Iterable[str], kinds: Optional[Iterable[EdgeKind]] = None
+    ) -> list[GraphEdge]:
+        ids = sorted(set(node_ids))
+        wanted = {k.value for k in kinds} if kinds is not None else None
+        found: list[GraphEdge] = []
+        inside = set(ids)
+        for batch in _batches(ids):
+            rows = self._query(
+                f"SELECT {_EDGE_COLUMNS} FROM e2rag_edges WHERE source IN ({_marks(len(batch))})",
+                batch,
+            )
+            found.extend(
+                _row_edge(r) for r in rows if r[1] in inside and (wanted is None or r[2] in wanted)
+            )
+        return found
+
+    def doc_ids(self) -> list[str]:
+        rows = self._query(
+            "SELECT doc_id FROM e2rag_nodes GROUP BY doc_id UNION SELECT doc_id FROM "
+            "e2rag_documents"
+        )
+        return sorted(r[0] for r in rows)
+
+    def doc_orders(self) -> dict[str, int]:
+        """Story order of every committed document."""
+        return {r[0]: int(r[1]) for r in self._query("SELECT doc_id, doc_order FROM e2rag_documents")}
+
+    def failures(self) -> list[dict[str, str]]:
+        rows = self._query("SELECT doc_id, chunk_id, reason FROM e2rag_failures")
+        return [{"doc_id": r[0], "chunk_id": r[1], "reason": r[2]} for r in rows]
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        nodes = self._query("SELECT kind, COUNT(*) FROM e2rag_nodes GROUP BY kind")
+        edges = self._query("SELECT kind, COUNT(*) FROM e2rag_edges GROUP BY kind")
+        return {
+            "nodes": {k: int(c) for k, c in sorted(nodes)},
+            "edges": {k: int(c) for k, c in sorted(edges)},
+        }
+
+    def __len__(self) -> int:
+        return int(self._query("SELECT COUNT(*) FROM e2rag_nodes")[0][0])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The same exchange format as ``NetworkXGraphStore.to_dict`` (for export and tests)."""
+        return {
+            "format": FORMAT_NAME,
+            "schema_version": SCHEMA_VERSION,
+            "nodes": [n.model_dump(mode="json") for n in sorted(self.nodes(), key=lambda n: n.id)],
+            "edges": sorted(
+                (e.model_dump(mode="json") for e in self.edges()),
+                key=lambda e: (e["source"], e["target"], e["kind"], e.get("role") or ""),
+            ),
+        }
+
+
+def _filters(**equals: Any) -> tuple[str, tuple[Any, ...]]:
+    clauses, params = [], []
+    for column, value in equals.items():
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value.value if hasattr(value, "value") else value)
+    return (" WHERE " + " AND ".join(clauses) if clauses else "", tuple(params))

@@ -1,0 +1,107 @@
+"""The default graph store: one SQLite file, written in the index's persist directory.
+
+SQLite is transactional, embedded (in the standard library) and lets other processes read while
+one writes (WAL mode), so the graph needs no server and no whole-file rewrite: inserting a
+document writes that document's rows. An index that was never persisted keeps its graph in a
+private temporary file; ``persist`` copies it with SQLite's online backup into a temporary file
+beside the target and renames it into place, so a killed save leaves the previous file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any, Optional
+
+from llama_index_e2rag.errors import GraphStoreError
+from llama_index_e2rag.files import atomic_replace
+from llama_index_e2rag.graph.sql_store import SQLGraphStore
+
+#: File name of the graph inside an e2rag store directory.
+GRAPH_FILE = "graph.sqlite"
+#: How long a connection waits for another process's write lock before failing.
+_BUSY_TIMEOUT_SECONDS = 60.0
+
+
+class SQLiteGraphStore(SQLGraphStore):
+    """``GraphStore`` in a SQLite database file (a private temporary one when ``path`` is None)."""
+
+    def __init__(self, path: Optional[str | os.PathLike[str]] = None) -> None:
+        super().__init__()
+        self._temp_dir: Optional[str] = None
+        if path is None:
+            self._temp_dir = tempfile.mkdtemp(prefix="e2rag-graph-")
+            weakref.finalize(self, shutil.rmtree, self._temp_dir, True)
+            path = Path(self._temp_dir) / GRAPH_FILE
+        self.path = Path(path)
+
+    @property
+    def is_temporary(self) -> bool:
+        """True until the graph has a file of its own (before the first persist)."""
+        return self._temp_dir is not None
+
+    def describe(self) -> str:
+        return "the in-memory e2rag graph" if self.is_temporary else f"graph database {self.path}"
+
+    def _connect(self) -> Any:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=_BUSY_TIMEOUT_SECONDS, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as exc:
+            raise GraphStoreError(f"{self.path} is not a readable SQLite database: {exc}") from exc
+        return conn
+
+    def _has_table(self, name: str) -> bool:
+        return bool(
+            self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+        )
+
+    def _begin(self, cur: Any) -> None:
+        # Take the write lock now (a deferred BEGIN would take it at the first write, after the
+        # transaction's first reads, which another process could make stale meanwhile).
+        cur.execute("BEGIN IMMEDIATE")
+
+    def _create_schema(self) -> None:
+        try:
+            super()._create_schema()
+        except sqlite3.DatabaseError as exc:
+            raise GraphStoreError(f"{self.describe()} is corrupt: {exc}") from exc
+
+    def persist(self, persist_path: str | os.PathLike[str]) -> None:
+        """Write a consistent copy of the graph to ``persist_path`` (atomic rename); a no-op
+        when that is this store's own file, whose transactions are already durable."""
+        target = Path(persist_path)
+        if target.resolve() == self.path.resolve():
+            with self._lock:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return
+
+        def backup(tmp: Path) -> None:
+            dest = sqlite3.connect(tmp)
+            try:
+                with self._lock:
+                    self.conn.backup(dest)
+                dest.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                dest.close()
+            for suffix in ("-wal", "-shm"):  # a previous database's journal must not survive it
+                Path(str(target) + suffix).unlink(missing_ok=True)
+
+        atomic_replace(target, backup)
+
+    def move_to(self, persist_path: str | os.PathLike[str]) -> None:
+        """Persist to ``persist_path`` and continue there (later writes go to that file)."""
+        self.persist(persist_path)
+        self.close()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+        self.path = Path(persist_path)

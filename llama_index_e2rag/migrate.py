@@ -1,0 +1,168 @@
+"""Stores written by llama-index-e2rag 0.1.0: read them into today's stores without loss.
+
+0.1.0 kept the graph as a JSON string inside the index struct (with the document orders and
+extraction failures beside it) and the vectors in one ``SimpleVectorStore`` per node kind
+(namespaces ``e2rag_<kind>``). Loading such a store converts it in memory; the next ``persist``
+writes the new layout and removes the old vector files. ``e2rag migrate --store DIR`` does both
+in one step and reads the old vector files directly (``read_legacy_vectors``), which is much
+faster than llama-index's own loader on large files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+from llama_index.core.storage.storage_context import StorageContext
+from llama_index.core.vector_stores.simple import SimpleVectorStore, SimpleVectorStoreData
+
+from llama_index_e2rag.errors import GraphStoreError
+from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
+from llama_index_e2rag.graph.sqlite_store import SQLiteGraphStore
+from llama_index_e2rag.schema import GraphEdge
+from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.vectors.base import VectorRecord
+from llama_index_e2rag.vectors.embedded import EmbeddedVectors
+
+logger = logging.getLogger(__name__)
+
+#: 0.1.0's vector namespaces were ``e2rag_<kind>``.
+LEGACY_PREFIX = "e2rag_"
+LEGACY_SUFFIX = "__vector_store.json"
+
+
+def legacy_stores(
+    struct: Any, storage_context: StorageContext, graph_store: Optional[GraphStore] = None
+) -> tuple[Stores, str]:
+    """Today's stores holding everything of a 0.1.0 index struct and its vector namespaces.
+
+    The struct's graph fields are emptied (the stores hold them now) and the old namespaces
+    leave the storage context, so the next persist writes only the new layout.
+    """
+    from llama_index_e2rag.persistence import EMBEDDED
+
+    try:
+        old = NetworkXGraphStore.from_dict(
+            json.loads(struct.graph_json), source="the e2rag graph in the index store"
+        )
+    except json.JSONDecodeError as exc:
+        raise GraphStoreError(f"the e2rag graph in the index store is corrupt: {exc}") from exc
+    graph = graph_store if graph_store is not None else SQLiteGraphStore()
+    copy_graph(old, graph, dict(struct.doc_order), list(struct.failures))
+    vectors = EmbeddedVectors()
+    namespaces = [n for n in storage_context.vector_stores if n.startswith(LEGACY_PREFIX)]
+    for name in namespaces:
+        store = storage_context.vector_stores.pop(name)
+        if isinstance(store, SimpleVectorStore):
+            vectors.add(legacy_records(name[len(LEGACY_PREFIX) :], store.data, old))
+    struct.graph_json, struct.doc_order, struct.failures = "", {}, []
+    struct.config["vectors"] = EMBEDDED
+    logger.info("converted a 0.1.0 e2rag store (%d vector namespaces)", len(namespaces))
+    return Stores(graph, vectors, storage_context.docstore), EMBEDDED
+
+
+def copy_graph(
+    old: NetworkXGraphStore,
+    graph: GraphStore,
+    orders: dict[str, int],
+    failures: list[dict[str, str]],
+) -> None:
+    """Write ``old`` document by document in story order; edges between documents follow the
+    later one (0.1.0 stamped them so), any left over go in last."""
+    doc_ids = sorted(set(old.doc_ids()) | set(orders), key=lambda d: (orders.get(d, 1 << 30), d))
+    edges_by_doc: dict[str, list[GraphEdge]] = {}
+    for edge in old.edges():
+        edges_by_doc.setdefault(edge.doc_id, []).append(edge)
+    written: set[str] = set()
+    pending: list[GraphEdge] = []
+    next_order = max(orders.values(), default=-1) + 1
+    for doc_id in doc_ids:
+        nodes = old.nodes(doc_id=doc_id)
+        written.update(n.id for n in nodes)
+        ready, later = [], []
+        for edge in edges_by_doc.pop(doc_id, []):
+            (ready if {edge.source, edge.target} <= written else later).append(edge)
+        pending += later
+        order = orders.get(doc_id)
+        if order is None:
+            order, next_order = next_order, next_order + 1
+        graph.replace_doc(
+            doc_id, order, nodes, ready, [f for f in failures if f["doc_id"] == doc_id]
+        )
+    pending += [e for edges in edges_by_doc.values() for e in edges]
+    leftover = [e for e in pending if {e.source, e.target} <= written]
+    if leftover:
+        graph.upsert_edges(leftover)
+
+
+def legacy_records(
+    kind: str, data: SimpleVectorStoreData, graph: NetworkXGraphStore
+) -> list[VectorRecord]:
+    """Vector records of one 0.1.0 namespace (texts from the graph, which embedded them)."""
+    records = []
+    for node_id, vector in data.embedding_dict.items():
+        node = graph.get_node(node_id)
+        meta = data.metadata_dict.get(node_id) or {}
+        records.append(
+            VectorRecord(
+                id=node_id,
+                kind=kind,
+                doc_id=node.doc_id if node is not None else str(meta.get("doc_id", "")),
+                text=node.text if node is not None else "",
+                vector=np.asarray(vector, dtype=np.float32),
+                metadata={k: meta[k] for k in ("chunk_id", "doc_order", "char_offset", "ordinal")
+                          if k in meta},
+            )
+        )
+    return records
+
+
+def read_legacy_vectors(persist_dir: Path) -> dict[str, SimpleVectorStore]:
+    """The ``e2rag_<kind>`` namespaces of a 0.1.0 persist directory, read with plain ``json``
+    (llama-index's loader type-checks every float, minutes on a novel)."""
+    stores = {}
+    for path in sorted(persist_dir.glob(f"{LEGACY_PREFIX}*{LEGACY_SUFFIX}")):
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        data = SimpleVectorStoreData(
+            embedding_dict=dict(raw.get("embedding_dict") or {}),
+            text_id_to_ref_doc_id=dict(raw.get("text_id_to_ref_doc_id") or {}),
+            metadata_dict=dict(raw.get("metadata_dict") or {}),
+        )
+        stores[path.name[: -len(LEGACY_SUFFIX)]] = SimpleVectorStore(data=data)
+    return stores
+
+
+def legacy_vector_files(persist_dir: Path) -> list[Path]:
+    """0.1.0's vector files in a persist directory (removed once the new layout is saved)."""
+    return sorted(persist_dir.glob(f"{LEGACY_PREFIX}*{LEGACY_SUFFIX}"))
+
+
+def migrate_store(persist_dir: Path) -> dict[str, dict[str, int]]:
+    """Convert a 0.1.0 persist directory in place; returns node counts and vectors per kind."""
+    from llama_index.core import load_index_from_storage
+
+    from llama_index_e2rag.errors import E2RAGError
+    from llama_index_e2rag.index import E2RAGIndex
+
+    legacy = read_legacy_vectors(persist_dir)
+    if not legacy:
+        raise E2RAGError(
+            f"{persist_dir} holds no llama-index-e2rag 0.1.0 store (no e2rag_*{LEGACY_SUFFIX})"
+        )
+    storage = StorageContext.from_defaults(
+        persist_dir=str(persist_dir), vector_stores={**legacy, "default": SimpleVectorStore()}
+    )
+    index = load_index_from_storage(storage)
+    if not isinstance(index, E2RAGIndex):
+        raise E2RAGError(f"{persist_dir} holds a {type(index).__name__}, not an e2rag index")
+    index.storage_context.persist(str(persist_dir))
+    vectors = index.stores.vectors
+    kinds = {k for k in index.graph_store.counts()["nodes"]}
+    return {
+        "nodes": index.graph_store.counts()["nodes"],
+        "vectors": {k: vectors.count(k) for k in sorted(kinds) if vectors.count(k)},
+    }

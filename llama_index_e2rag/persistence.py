@@ -1,0 +1,249 @@
+"""Where an index's stores live: the ``e2rag/`` folder of a persist directory, and how it is found.
+
+``StorageContext.persist(dir)`` writes llama-index's docstore and index store, then calls
+``persist`` on the storage context's ``graph_store`` slot. The index puts a ``StoresSlot`` there,
+which saves our stores into ``dir/e2rag/`` (the SQLite graph, the embedded vectors, the BM25
+files, a manifest) and leaves in ``graph_store.json`` a pointer to that folder. That file is the
+only one ``StorageContext.from_defaults(persist_dir=dir)`` loads whatever the user passes, so
+``load_index_from_storage`` finds the stores again with llama-index's own calls.
+
+Once persisted (or loaded), the stores are databases in that folder: each inserted or deleted
+document is written there as it commits, and ``persist`` only checkpoints and writes what is
+derived (BM25) and llama-index's JSON files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from llama_index.core.graph_stores.simple import SimpleGraphStore
+from llama_index.core.storage.storage_context import StorageContext
+from llama_index.core.vector_stores.simple import SimpleVectorStore
+
+from llama_index_e2rag.errors import E2RAGError, VectorStoreError
+from llama_index_e2rag.files import atomic_write_text
+from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
+from llama_index_e2rag.lexical import LexicalIndex
+from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.vectors.base import VectorStorage
+from llama_index_e2rag.vectors.embedded import EmbeddedVectors
+
+#: Our folder inside a persist directory, and its parts.
+E2RAG_DIR = "e2rag"
+VECTORS_DIR = "vectors"
+VECTOR_COPY_DIR = "vector_copy"
+LEXICAL_DIR = "lexical"
+MANIFEST_FILE = "manifest.json"
+STORE_FORMAT = "llama-index-e2rag/store"
+STORE_VERSION = 1
+#: Subject of the pointer triple in ``graph_store.json`` (a ``SimpleGraphStore`` file).
+POINTER = "__llama_index_e2rag__"
+#: ``config["vectors"]`` of an index whose vectors are in its own folder.
+EMBEDDED = "embedded"
+
+
+class StoresSlot:
+    """Occupies ``StorageContext.graph_store`` so that ``persist`` saves our stores too.
+
+    It serves only ``persist``; llama-index's knowledge-graph indices cannot share the slot
+    (give them a storage context of their own).
+    """
+
+    def __init__(self, stores: Stores, home: Optional[Path], label: str) -> None:
+        self.stores = stores
+        self.home = home
+        #: where the vectors live: ``EMBEDDED`` or the external store's name
+        self.label = label
+
+    def persist(self, persist_path: str, fs: Any = None) -> None:
+        """Save the stores beside ``persist_path`` and write the pointer in its place."""
+        if fs is not None and "file" not in getattr(fs, "protocol", ("file",)):
+            raise E2RAGError("E2RAGIndex persists to a local directory only (no fsspec remote)")
+        home = Path(persist_path).parent.resolve() / E2RAG_DIR
+        save(self.stores, home)
+        self.home = home
+        pointer = {"graph_dict": {POINTER: [["home", str(home)], ["format", STORE_FORMAT]]}}
+        atomic_write_text(Path(persist_path), json.dumps(pointer))
+        from llama_index_e2rag.migrate import legacy_vector_files
+
+        for path in legacy_vector_files(home.parent):  # 0.1.0's, now in the new layout
+            path.unlink(missing_ok=True)
+
+
+def pointer_home(storage_context: StorageContext) -> Optional[Path]:
+    """The ``e2rag/`` folder named in a loaded ``graph_store.json``, if it names one."""
+    slot = storage_context.graph_store
+    if isinstance(slot, StoresSlot):
+        return slot.home
+    if not isinstance(slot, SimpleGraphStore):
+        return None
+    found = dict((rel, obj) for rel, obj in slot.get(POINTER))
+    return Path(found["home"]) if "home" in found else None
+
+
+def find_home(storage_context: StorageContext, persist_dir: Optional[str] = None) -> Optional[Path]:
+    """Our folder: ``persist_dir/e2rag`` when given, else the one ``graph_store.json`` names.
+
+    The pointer holds an absolute path; a store that was moved is refused with the fix.
+    """
+    if persist_dir is not None:
+        home = Path(persist_dir).resolve() / E2RAG_DIR
+        if not home.is_dir():
+            raise E2RAGError(f"{persist_dir} holds no e2rag store ({home} is missing)")
+        return home
+    home = pointer_home(storage_context)
+    if home is not None and not home.is_dir():
+        raise E2RAGError(
+            f"this store's e2rag folder was saved at {home}, which no longer exists (was the "
+            "store moved?); load it with load_index_from_storage(storage_context, "
+            "persist_dir=<its folder now>)"
+        )
+    return home
+
+
+def check_slot(storage_context: StorageContext) -> None:
+    """Refuse a storage context whose graph-store slot holds someone else's graph."""
+    slot = storage_context.graph_store
+    if isinstance(slot, (StoresSlot, GraphStore)) or slot is None:
+        return
+    if isinstance(slot, SimpleGraphStore) and (
+        not slot.get_rel_map() or pointer_home(storage_context) is not None
+    ):
+        return
+    raise E2RAGError(
+        "the storage context's graph_store already holds a knowledge graph; E2RAGIndex saves "
+        "its stores through that slot, so give it a StorageContext of its own"
+    )
+
+
+# -- opening ------------------------------------------------------------------------------------
+def open_graph(home: Optional[Path]) -> SQLiteGraphStore:
+    """The SQLite graph of ``home`` (a new private one without a home)."""
+    if home is None:
+        return SQLiteGraphStore()
+    path = home / GRAPH_FILE
+    if not path.exists():
+        raise E2RAGError(
+            f"{path} is missing: the e2rag store at {home} is incomplete; re-index the documents"
+        )
+    return SQLiteGraphStore(path)
+
+
+def open_vectors(
+    storage_context: StorageContext,
+    config: Mapping[str, Any],
+    home: Optional[Path],
+    vector_store: Any = None,
+    vector_stores: Optional[Mapping[str, Any]] = None,
+) -> tuple[VectorStorage, Optional[VectorStorage], str]:
+    """The vector storage to search, the local copy for the maths (if needed) and its label.
+
+    ``vector_store=`` / ``vector_stores=`` (per kind) win; else a non-default store the user put
+    in the storage context (``StorageContext.from_defaults(vector_store=...)``); else the
+    embedded default in ``home``.
+    """
+    external: Any = dict(vector_stores) if vector_stores else vector_store
+    if external is None:
+        candidate = storage_context.vector_stores.get("default")
+        if candidate is not None and not isinstance(candidate, SimpleVectorStore):
+            external = candidate
+    built_with = config.get("vectors")
+    if external is None:
+        if built_with not in (None, EMBEDDED):
+            raise VectorStoreError(
+                f"this index keeps its vectors in {built_with}; pass that store again, e.g. "
+                "StorageContext.from_defaults(persist_dir=..., vector_store=...)"
+            )
+        return _embedded(home, VECTORS_DIR), None, EMBEDDED
+    from llama_index_e2rag.ingest import EMBEDDED_KINDS
+    from llama_index_e2rag.vectors.external import LlamaIndexVectors
+
+    if isinstance(external, dict):
+        missing = [k.value for k in EMBEDDED_KINDS if k.value not in external]
+        if missing:
+            raise VectorStoreError(
+                f"vector_stores has no store for node kind(s) {', '.join(missing)}; give every "
+                "kind a store (one store may serve several kinds) or pass one vector_store"
+            )
+
+    # what an earlier persist wrote for stores that need it (FAISS rows -> graph ids); a new
+    # index learns its dimension from the embedding before extraction (``check_dim``)
+    adapter = LlamaIndexVectors(
+        external,
+        persist_dir=home / VECTORS_DIR if home is not None else None,
+        dim=config.get("dim"),
+    )
+    label = adapter.label
+    if built_with == EMBEDDED:
+        raise VectorStoreError(
+            f"this index keeps its vectors in its own folder, not in {label}; load it without "
+            "a vector store (or re-index into the new store)"
+        )
+    adapter.check()
+    copy = None if adapter.returns_embeddings else _embedded(home, VECTOR_COPY_DIR)
+    return adapter, copy, label
+
+
+def _embedded(home: Optional[Path], name: str) -> EmbeddedVectors:
+    return EmbeddedVectors.open(home / name) if home is not None else EmbeddedVectors()
+
+
+def open_lexical(home: Optional[Path]) -> Optional[LexicalIndex]:
+    """The persisted BM25 index, or None (it is rebuilt from the passages when needed)."""
+    folder = home / LEXICAL_DIR if home is not None else None
+    if folder is None or not folder.is_dir():
+        return None
+    try:
+        return LexicalIndex.load(folder)
+    except (OSError, ValueError, KeyError):
+        return None  # derived data: a damaged copy is rebuilt, never trusted
+
+
+# -- saving -------------------------------------------------------------------------------------
+def save(stores: Stores, home: Path) -> None:
+    """Write every file-based store into ``home`` (graph, vectors, BM25, manifest)."""
+    home.mkdir(parents=True, exist_ok=True)
+    graph = stores.graph
+    if isinstance(graph, SQLiteGraphStore):
+        if graph.is_temporary or graph.path.resolve() != (home / GRAPH_FILE).resolve():
+            graph.move_to(home / GRAPH_FILE)
+        else:
+            graph.persist(graph.path)
+    flush_vectors(stores, home)
+    _save_lexical(stores.lexical(), home / LEXICAL_DIR)
+    manifest = {
+        "format": STORE_FORMAT,
+        "version": STORE_VERSION,
+        "graph": "sqlite" if isinstance(graph, SQLiteGraphStore) else type(graph).__name__,
+        "vectors": EMBEDDED if isinstance(stores.vectors, EmbeddedVectors) else "external",
+    }
+    atomic_write_text(home / MANIFEST_FILE, json.dumps(manifest, indent=1))
+
+
+def flush_vectors(stores: Stores, home: Path) -> None:
+    """Make the vectors in ``home`` match the graph (cheap: only what changed is written)."""
+    stores.vectors.persist(home / VECTORS_DIR)  # a no-op for server-backed stores
+    if stores.vector_copy is not None:
+        stores.vector_copy.persist(home / VECTOR_COPY_DIR)
+
+
+def _save_lexical(lexical: LexicalIndex, folder: Path) -> None:
+    """Write aside, then swap folders (the BM25 index is derived: a lost one is rebuilt)."""
+    fresh = Path(tempfile.mkdtemp(prefix=".lexical.", dir=folder.parent))
+    try:
+        lexical.save(fresh)
+        old = folder.with_name(f".{folder.name}.old")
+        if folder.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(folder, old)
+        os.replace(fresh, folder)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise

@@ -1,0 +1,186 @@
+"""The stores port: the graph, the vectors, the chunks and the lexical index, as one typed object.
+
+The index builds a ``Stores`` once and hands it to ingestion, retrievers and context assembly;
+none of them sees the index. Reads cover what the methods need (nodes by id/doc/kind and
+neighbours through ``graph``, vector search per node kind, ``embeddings`` of given nodes, chunk
+``TextNode``s, the BM25 index of the passages); writes replace or delete one document at a time.
+
+Consistency: the graph is the record of what the index holds. A document's vectors are written
+before its graph rows and removed after them, so the graph never names a node without a vector;
+chunk ``TextNode``s travel inside the graph (chunk nodes' ``attrs["node"]``), so results can cite
+their source even when llama-index's docstore lives elsewhere or was not saved yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Hashable, Optional, Sequence
+
+import numpy as np
+from llama_index.core.schema import TextNode
+from llama_index.core.storage.docstore.types import BaseDocumentStore
+
+from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.lexical import LexicalIndex
+from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, sort_by_position
+from llama_index_e2rag.vectors.base import VectorHit, VectorRecord, VectorStorage
+
+#: Where a chunk graph node keeps its llama-index ``TextNode`` (as ``TextNode.to_dict()``).
+CHUNK_NODE_ATTR = "node"
+
+
+@dataclass
+class DocumentWrite:
+    """Everything one document adds to the stores, computed before anything is written."""
+
+    doc_id: str
+    order: int
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    records: list[VectorRecord]
+    chunks: list[TextNode] = field(default_factory=list)
+    failures: list[dict[str, str]] = field(default_factory=list)
+    doc_hash: Optional[str] = None
+
+
+class Stores:
+    """Graph + vectors (+ a local copy of the vectors when the vector store cannot return them)
+    + llama-index docstore + the passages' BM25 index.
+
+    Args:
+        graph: any ``GraphStore`` (SQLite default, PostgreSQL, NetworkX).
+        vectors: the ``VectorStorage`` searched at query time.
+        docstore: llama-index's docstore, kept up to date for llama-index users.
+        vector_copy: where the retrievers' maths read vectors when ``vectors`` cannot return
+            them (a FAISS store, say); ``None`` reads them from ``vectors``.
+        lexical: a persisted BM25 index; used while its passages match the graph's.
+    """
+
+    def __init__(
+        self,
+        graph: GraphStore,
+        vectors: VectorStorage,
+        docstore: BaseDocumentStore,
+        vector_copy: Optional[VectorStorage] = None,
+        lexical: Optional[LexicalIndex] = None,
+    ) -> None:
+        self.graph = graph
+        self.vectors = vectors
+        self.docstore = docstore
+        self.vector_copy = vector_copy
+        self._lexical = lexical
+        self._lexical_version: Optional[Hashable] = None
+        self._lock = threading.Lock()
+
+    # -- reads ----------------------------------------------------------------------------------
+    @property
+    def version(self) -> Hashable:
+        """Changes with every write to the graph (the key of every derived read model)."""
+        return self.graph.version
+
+    def search(self, kind: NodeKind, query: Sequence[float], top_k: int) -> list[VectorHit]:
+        """The ``top_k`` nodes of ``kind`` nearest to ``query`` (cosine, best first)."""
+        if top_k < 1:
+            return []
+        return self.vectors.search(kind.value, np.asarray(query, dtype=np.float32), top_k)
+
+    async def asearch(
+        self, kind: NodeKind, query: Sequence[float], top_k: int
+    ) -> list[VectorHit]:
+        if top_k < 1:
+            return []
+        return await self.vectors.asearch(kind.value, np.asarray(query, dtype=np.float32), top_k)
+
+    def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored unit vectors of ``ids`` (unknown or never-embedded ids are left out)."""
+        source = self.vector_copy if self.vector_copy is not None else self.vectors
+        return source.get_embeddings(list(ids))
+
+    def matrix(self, nodes: Sequence[GraphNode]) -> np.ndarray:
+        """Rows of unit vectors aligned with ``nodes``; a node without a vector gets zeros."""
+        found = self.embeddings([n.id for n in nodes])
+        dim = len(next(iter(found.values()))) if found else 0
+        out = np.zeros((len(nodes), dim), dtype=np.float32)
+        for row, node in enumerate(nodes):
+            vector = found.get(node.id)
+            if vector is not None:
+                out[row] = vector
+        return out
+
+    def similarities(self, query: Sequence[float], ids: Sequence[str]) -> dict[str, float]:
+        """Cosine of ``query`` with the stored vectors of ``ids`` (those that have one)."""
+        found = self.embeddings(ids)
+        if not found:
+            return {}
+        keys = list(found)
+        q = np.asarray(query, dtype=np.float32)
+        q = q / (np.linalg.norm(q) or 1.0)
+        scores = np.stack([found[k] for k in keys]) @ q
+        return dict(zip(keys, (float(s) for s in scores)))
+
+    def get_chunks(self, ids: Sequence[str]) -> list[TextNode]:
+        """Chunk ``TextNode``s in the order asked, skipping unknown ids."""
+        chunks = []
+        for node in self.graph.get_nodes(ids):
+            stored = node.attrs.get(CHUNK_NODE_ATTR)
+            if stored is not None:
+                chunks.append(TextNode.from_dict(stored))
+            else:  # a store migrated from 0.1.0 keeps its chunks in the docstore only
+                found = self.docstore.get_node(node.id, raise_error=False)
+                if isinstance(found, TextNode):
+                    chunks.append(found)
+        return chunks
+
+    def lexical(self) -> LexicalIndex:
+        """BM25 over the passages in story order, rebuilt only when the graph changed."""
+        version = self.version
+        with self._lock:
+            if self._lexical is not None and self._lexical_version == version:
+                return self._lexical
+            passages = sort_by_position(self.graph.nodes(NodeKind.PASSAGE))
+            ids = [p.id for p in passages]
+            if self._lexical is None or self._lexical.ids != ids:
+                self._lexical = LexicalIndex.build(ids, [p.text for p in passages])
+            self._lexical_version = version
+            return self._lexical
+
+    # -- writes (the caller serialises them) ----------------------------------------------------
+    async def areplace_document(self, write: DocumentWrite) -> None:
+        """Replace one document: new vectors, then the graph (one transaction), then stale
+        vectors and the docstore, so the graph never names a node whose vector is missing."""
+        old = set(await asyncio.to_thread(self._node_ids, write.doc_id))
+        stale = sorted(old - {r.id for r in write.records})
+        for storage in self._vector_storages():
+            await storage.aadd(write.records)
+        await asyncio.to_thread(
+            self.graph.replace_doc,
+            write.doc_id,
+            write.order,
+            write.nodes,
+            write.edges,
+            write.failures,
+        )
+        if stale:  # vectors the graph no longer names; a crash before this only leaves orphans
+            for storage in self._vector_storages():
+                await storage.adelete_ids(stale)
+        if await self.docstore.aget_ref_doc_info(write.doc_id) is not None:
+            await self.docstore.adelete_ref_doc(write.doc_id, raise_error=False)
+        await self.docstore.async_add_documents(write.chunks, allow_update=True)
+        if write.doc_hash is not None:
+            await self.docstore.aset_document_hash(write.doc_id, write.doc_hash)
+
+    async def adelete_document(self, doc_id: str, docstore: bool = True) -> None:
+        """Remove a document from the graph first (one transaction), then its vectors."""
+        await asyncio.to_thread(self.graph.delete_doc, doc_id)
+        for storage in self._vector_storages():
+            await storage.adelete_doc(doc_id)
+        if docstore and await self.docstore.aget_ref_doc_info(doc_id) is not None:
+            await self.docstore.adelete_ref_doc(doc_id, raise_error=False)
+
+    def _node_ids(self, doc_id: str) -> list[str]:
+        return [n.id for n in self.graph.nodes(doc_id=doc_id)]
+
+    def _vector_storages(self) -> list[VectorStorage]:
+        return [self.vectors] + ([self.vector_copy] if self.vector_copy is not None else [])

@@ -1,0 +1,110 @@
+"""Stores written by llama-index-e2rag 0.1.0 (``data/store_0_1_0``, made by
+``data/make_store_0_1_0.py`` with the 0.1.0 release) load and convert without loss."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hash_embedding import HashEmbedding
+from llama_index.core import StorageContext, load_index_from_storage
+from scripted_llm import ScriptedLLM
+
+from llama_index_e2rag.cli import main
+from llama_index_e2rag.errors import E2RAGError
+from llama_index_e2rag.index import E2RAGIndex
+from llama_index_e2rag.schema import NodeKind
+from test_index import NAMES
+
+LEGACY = Path(__file__).parent / "data" / "store_0_1_0"
+
+
+@pytest.fixture
+def legacy(tmp_path: Path) -> Path:
+    store = tmp_path / "store"
+    shutil.copytree(LEGACY, store)
+    return store
+
+
+def _old_struct(store: Path) -> dict:
+    data = json.loads((store / "index_store.json").read_text())
+    (entry,) = data["index_store/data"].values()
+    return json.loads(entry["__data__"])
+
+
+def _old_vectors(store: Path) -> dict[str, dict[str, list[float]]]:
+    return {
+        path.name.split("__")[0][len("e2rag_"):]: json.loads(path.read_text())["embedding_dict"]
+        for path in store.glob("e2rag_*__vector_store.json")
+    }
+
+
+def _load(store: Path) -> E2RAGIndex:
+    index = load_index_from_storage(
+        StorageContext.from_defaults(persist_dir=str(store)),
+        embed_model=HashEmbedding(dim=32),
+        llm=ScriptedLLM(names=NAMES),
+    )
+    assert isinstance(index, E2RAGIndex)
+    return index
+
+
+def _check_everything_kept(index: E2RAGIndex, struct: dict, vectors: dict) -> None:
+    old_graph = json.loads(struct["graph_json"])
+    assert sorted(n["id"] for n in old_graph["nodes"]) == sorted(
+        n.id for n in index.graph_store.nodes()
+    )
+    assert len(old_graph["edges"]) == len(index.graph_store.edges())
+    assert index.graph_store.doc_orders() == struct["doc_order"]
+    assert index.extraction_report() == struct["failures"]
+    for kind, table in vectors.items():
+        stored = index.stores.embeddings(list(table))
+        assert set(stored) == set(table)
+        for node_id, vector in table.items():
+            assert stored[node_id] == pytest.approx(vector, abs=1e-6)
+
+
+def test_a_0_1_0_store_loads_with_everything(legacy: Path) -> None:
+    struct, vectors = _old_struct(legacy), _old_vectors(legacy)
+    index = _load(legacy)
+    _check_everything_kept(index, struct, vectors)
+    hits = index.as_retriever(mode="vector", similarity_top_k=2).retrieve("the troll fight")
+    assert "troll" in hits[0].node.get_content()
+    assert hits[0].node.metadata["file_name"] == "book1.txt"  # chunk metadata from the docstore
+    seeds = index.as_retriever(mode="entity_event", similarity_top_k=2).retrieve(
+        "What did Hermione do after the troll fight?"
+    )
+    assert seeds and seeds[0].node.metadata["doc_id"] == "book1"
+
+
+def test_persisting_a_converted_store_writes_the_new_layout(legacy: Path) -> None:
+    struct, vectors = _old_struct(legacy), _old_vectors(legacy)
+    question = "Harry saw his parents in the mirror"
+    before = _load(legacy).as_retriever(mode="vector", similarity_top_k=3).retrieve(question)
+    _load(legacy).storage_context.persist(str(legacy))
+    assert not list(legacy.glob("e2rag_*__vector_store.json"))
+    assert (legacy / "e2rag" / "graph.sqlite").is_file()
+    assert _old_struct(legacy)["graph_json"] == ""
+    again = _load(legacy)
+    _check_everything_kept(again, struct, vectors)
+    after = again.as_retriever(mode="vector", similarity_top_k=3).retrieve(question)
+    assert [n.node.node_id for n in after] == [n.node.node_id for n in before]
+
+
+def test_e2rag_migrate_converts_in_place(legacy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    struct, vectors = _old_struct(legacy), _old_vectors(legacy)
+    assert main(["migrate", "--store", str(legacy)]) == 0
+    assert "converted" in capsys.readouterr().out
+    _check_everything_kept(_load(legacy), struct, vectors)
+    assert len(_load(legacy).graph_store.nodes(NodeKind.CHUNK)) == 5
+    assert main(["migrate", "--store", str(legacy)]) == 1  # nothing left to convert
+    assert "no llama-index-e2rag 0.1.0 store" in capsys.readouterr().err
+
+
+def test_migrate_refuses_a_folder_that_is_no_store(tmp_path: Path) -> None:
+    from llama_index_e2rag.migrate import migrate_store
+
+    with pytest.raises(E2RAGError, match="0.1.0"):
+        migrate_store(tmp_path)

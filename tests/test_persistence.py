@@ -1,0 +1,140 @@
+"""Where the stores live: the persist directory's ``e2rag/`` folder, finding it again, writes that
+land there as documents commit, and imports without side effects."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from llama_index.core import Document, StorageContext, load_index_from_storage
+from llama_index.core.graph_stores.simple import SimpleGraphStore
+
+from llama_index_e2rag.errors import E2RAGError
+from llama_index_e2rag.index import EMBEDDED_KINDS, E2RAGIndex
+from llama_index_e2rag.persistence import E2RAG_DIR, POINTER
+from llama_index_e2rag.schema import NodeKind
+from test_index import SEQUEL, STORY, load, make_index, vector_ids
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _consistent(index: E2RAGIndex) -> None:
+    """Every embedded graph node has exactly one vector, and no vector lacks its node."""
+    for kind in EMBEDDED_KINDS:
+        assert vector_ids(index, kind) == {n.id for n in index.graph_store.nodes(kind)}
+
+
+def test_persist_writes_the_stores_and_a_pointer_llama_index_loads(tmp_path: Path) -> None:
+    index = make_index()
+    index.storage_context.persist(str(tmp_path))
+    home = tmp_path / E2RAG_DIR
+    assert {p.name for p in home.iterdir()} >= {"graph.sqlite", "vectors", "lexical", "manifest.json"}
+    pointer = json.loads((tmp_path / "graph_store.json").read_text())
+    assert dict(pointer["graph_dict"][POINTER])["home"] == str(home.resolve())
+    assert not list(tmp_path.glob("e2rag_*__vector_store.json"))
+    loaded = load(tmp_path)
+    assert loaded.graph_store.to_dict() == index.graph_store.to_dict()
+    _consistent(loaded)
+
+
+def test_a_loaded_index_writes_each_document_to_its_folder_as_it_commits(tmp_path: Path) -> None:
+    make_index().storage_context.persist(str(tmp_path))
+    loaded = load(tmp_path)
+    loaded.insert(Document(text=SEQUEL, id_="sequel"))
+    # no persist: the graph and the vectors in the folder already hold the new document
+    reopened = load(tmp_path)
+    assert reopened.doc_order("sequel") == 1
+    assert reopened.graph_store.nodes(NodeKind.CHUNK, "sequel")
+    _consistent(reopened)
+    reopened.delete_ref_doc("sequel")
+    again = load(tmp_path)
+    assert again.graph_store.nodes(doc_id="sequel") == [] and again.doc_order("sequel") is None
+    _consistent(again)
+
+
+def test_persisting_elsewhere_copies_the_store_and_continues_there(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    index = make_index()
+    index.storage_context.persist(str(first))
+    index.insert(Document(text=SEQUEL, id_="sequel"))
+    index.storage_context.persist(str(second))
+    index.delete_ref_doc("phantom")  # lands in the second folder only
+    kept, moved = load(first), load(second)
+    assert set(kept.graph_store.doc_orders()) == {"phantom", "sequel"}
+    assert set(moved.graph_store.doc_orders()) == {"sequel"}
+    _consistent(kept)
+    _consistent(moved)
+
+
+def test_a_moved_store_is_refused_with_the_fix_and_loads_with_persist_dir(tmp_path: Path) -> None:
+    make_index().storage_context.persist(str(tmp_path / "old"))
+    shutil.move(tmp_path / "old", tmp_path / "new")
+    storage = StorageContext.from_defaults(persist_dir=str(tmp_path / "new"))
+    with pytest.raises(E2RAGError, match="persist_dir="):
+        load_index_from_storage(storage)
+    index = load_index_from_storage(
+        StorageContext.from_defaults(persist_dir=str(tmp_path / "new")),
+        persist_dir=str(tmp_path / "new"),
+    )
+    assert index.graph_store.nodes(NodeKind.CHUNK)
+    _consistent(index)
+
+
+def test_a_storage_context_holding_a_knowledge_graph_is_refused() -> None:
+    graph = SimpleGraphStore()
+    graph.upsert_triplet("Hermione", "studies", "rules")
+    with pytest.raises(E2RAGError, match="graph_store"):
+        make_index(storage_context=StorageContext.from_defaults(graph_store=graph))
+
+
+def test_importing_any_module_but_the_index_leaves_llama_index_untouched() -> None:
+    script = """
+import importlib, pkgutil, sys
+from llama_index.core.data_structs.registry import INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS as S
+from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS as I
+from llama_index.core.vector_stores.simple import SimpleVectorStoreData
+import llama_index_e2rag, lightrag_ext
+before = (dict(S), dict(I), dict(vars(SimpleVectorStoreData)))
+skip = {"llama_index_e2rag.index", "llama_index_e2rag.cli", "llama_index_e2rag.demo",
+        "llama_index_e2rag.migrate"}
+names = [m.name for m in pkgutil.walk_packages(llama_index_e2rag.__path__, "llama_index_e2rag.")]
+for name in names:
+    if name not in skip:
+        importlib.import_module(name)
+assert "llama_index_e2rag.index" not in sys.modules, "a module imported the index"
+assert (dict(S), dict(I), dict(vars(SimpleVectorStoreData))) == before, "registries changed"
+import llama_index_e2rag.schema
+print(len(names))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 20
+
+
+def test_loading_without_importing_the_package_names_the_import(tmp_path: Path) -> None:
+    make_index().storage_context.persist(str(tmp_path))
+    script = (
+        "from llama_index.core import StorageContext, load_index_from_storage\n"
+        f"storage = StorageContext.from_defaults(persist_dir={str(tmp_path)!r})\n"
+        "print(type(load_index_from_storage(storage)).__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode != 0 and "llama_index_e2rag.E2RAGIndex" in done.stderr
+    fixed = "import llama_index_e2rag.index\n" + script
+    done = subprocess.run(
+        [sys.executable, "-c", fixed], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "E2RAGIndex" in done.stdout
+
+
+def test_a_second_index_object_over_the_same_storage_context_shares_the_stores() -> None:
+    index = make_index([Document(text=STORY, id_="phantom")])
+    again = load_index_from_storage(index.storage_context)
+    assert isinstance(again, E2RAGIndex) and again.stores is index.stores
