@@ -196,6 +196,22 @@ def _speed_table(rows: Sequence[dict[str, Any]], modes: Sequence[str]) -> list[s
     return lines
 
 
+def _store_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Loading, the CLI and incremental insertion on the persisted index of each size."""
+    head = ["words", "peak RSS of the build MiB", "load s", "`e2rag query` s", "`e2rag show` s",
+            "insert 10k words + persist s", "same text indexed alone s", "ratio"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if "error" in r or "insert" not in r:
+            continue
+        cli, insert = r.get("cli_seconds", {}), r["insert"]
+        lines.append("| " + " | ".join([
+            f"{r['words']:,}", _f(r.get("peak_rss_build_mb"), 0), _f(r.get("load_seconds"), 2),
+            _f(cli.get("query"), 2), _f(cli.get("show"), 2), _f(insert["into_index"], 1),
+            _f(insert["alone"], 1), _f(insert["into_index"] / insert["alone"], 2)]) + " |")
+    return lines
+
+
 def _llm_table(cost: dict[str, Any]) -> list[str]:
     lines = ["| extraction | chunks | LLM calls | prompt tokens | calls / 1k source tok. | "
              "prompt tok. / 1k source tok. | ÷ LightRAG (same chunks) |",
@@ -341,6 +357,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
                 "size. Growth exponent = slope of a least-squares fit in log-log space "
                 "(1 = linear).", ""]
         out += _speed_table(scaling["rows"], modes) + [""]
+        out += _store_table(scaling["rows"]) + [""]
         out += ["| quantity | growth exponent |", "|---|---|"]
         out += [f"| {k} | {_f(v, 2)} |" for k, v in scaling["exponents"].items()] + [""]
         plot = plot_scaling(scaling, modes, img_dir / "scaling.png")

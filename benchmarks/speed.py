@@ -6,7 +6,9 @@ belongs to that one build and nothing else. The peak is read from ``/proc/self/s
 size whenever the parent was larger. Stages
 are timed from the outside: "embed" is wall time inside the embedding model (a ``TimedEmbedding``
 wrapper), "extract+graph" is the rest of ``from_documents``, "persist" is
-``storage_context.persist``. The same child can also answer every question of the book in every
+``storage_context.persist``. Scaling jobs also time loading the persisted index (latency is then
+measured on the loaded index), the ``e2rag query`` / ``e2rag show`` commands on it, and inserting
+one more document into it against indexing that document alone. The same child can also answer every question of the book in every
 mode (``MeasuredIndex``), so a book is built once for both its speed and its quality figures.
 """
 
@@ -94,17 +96,72 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     counts = getattr(index.graph_store, "counts", None)
     if callable(counts):
         result["graph_counts"] = counts()
+    queries = list(job["queries"]) if job.get("answer_all") else job["queries"][:LATENCY_QUERIES]
     with tempfile.TemporaryDirectory(prefix="e2rag-bench-") as folder:
         started = time.perf_counter()
         index.storage_context.persist(persist_dir=folder)
         result["persist_seconds"] = time.perf_counter() - started
         result["disk_bytes"] = _dir_bytes(Path(folder))
-    queries = list(job["queries"]) if job.get("answer_all") else job["queries"][:LATENCY_QUERIES]
-    result["latency"], passages = _query_modes(index, job["modes"], queries, job.get("budget"))
+        result["peak_rss_build_mb"] = _rss_mb()
+        if job.get("loaded"):  # time retrieval on the index as a user loads it
+            del index
+            started = time.perf_counter()
+            index = _load(folder, embed)
+            result["load_seconds"] = time.perf_counter() - started
+        result["latency"], passages = _query_modes(index, job["modes"], queries, job.get("budget"))
+        if job.get("cli"):
+            result["cli_seconds"] = _cli_seconds(folder, queries[0])
+        if job.get("insert_text"):
+            del index
+            result["insert"] = _insert_seconds(folder, job["insert_text"], embed)
     if job.get("answer_all"):
         result["passages"] = passages
     result["peak_rss_mb"] = _rss_mb()
     return result
+
+
+def _load(folder: str, embed: Any) -> Any:
+    from llama_index.core import StorageContext, load_index_from_storage
+
+    import llama_index_e2rag.index  # noqa: F401 - registers the index type
+
+    return load_index_from_storage(
+        StorageContext.from_defaults(persist_dir=folder), embed_model=embed
+    )
+
+
+def _cli_seconds(folder: str, question: str) -> dict[str, float]:
+    """Wall time of ``e2rag query`` and ``e2rag show`` on the persisted store, start-up included
+    (what a user waits for at the prompt)."""
+    env = {**os.environ, "PYTHONPATH": str(_REPO)}
+    timings = {}
+    for name, args in (("query", ["query", question, "--store", folder]),
+                       ("show", ["show", "--store", folder])):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "llama_index_e2rag.cli", *args], check=True,
+                       capture_output=True, cwd=_REPO, env=env)
+        timings[name] = time.perf_counter() - started
+    return timings
+
+
+def _insert_seconds(folder: str, text: str, embed: Any) -> dict[str, float]:
+    """Indexing ``text`` alone (build + persist) against inserting it into the persisted index
+    in ``folder`` and persisting."""
+    from llama_index.core import Document
+
+    from benchmarks.systems import build_index
+
+    document = Document(text=text, id_="inserted")
+    with tempfile.TemporaryDirectory(prefix="e2rag-bench-alone-") as alone:
+        started = time.perf_counter()
+        build_index([document], embed).storage_context.persist(persist_dir=alone)
+        alone_seconds = time.perf_counter() - started
+    index = _load(folder, embed)
+    started = time.perf_counter()
+    index.insert(document)
+    index.storage_context.persist(persist_dir=folder)
+    return {"alone": alone_seconds, "into_index": time.perf_counter() - started,
+            "words": len(text.split())}
 
 
 def _query_modes(index: Any, modes: Sequence[str], queries: Sequence[str],
@@ -137,14 +194,16 @@ def _query_modes(index: Any, modes: Sequence[str], queries: Sequence[str],
 
 def measure_in_subprocess(texts: Sequence[str], modes: Sequence[str], queries: Sequence[str],
                           *, doc_ids: Sequence[str] | None = None, answer_all: bool = False,
-                          budget: int | None = None,
-                          timeout: float | None = None) -> dict[str, Any]:
+                          budget: int | None = None, timeout: float | None = None,
+                          loaded: bool = False, cli: bool = False,
+                          insert_text: str | None = None) -> dict[str, Any]:
     """Run ``run_job`` in a fresh interpreter; failures come back as ``{"error": ...}``."""
     with tempfile.TemporaryDirectory(prefix="e2rag-bench-job-") as folder:
         job_path, out_path = Path(folder) / "job.json", Path(folder) / "result.json"
         job_path.write_text(json.dumps({
             "texts": list(texts), "doc_ids": list(doc_ids or []), "modes": list(modes),
-            "queries": list(queries), "answer_all": answer_all, "budget": budget}),
+            "queries": list(queries), "answer_all": answer_all, "budget": budget,
+            "loaded": loaded, "cli": cli, "insert_text": insert_text}),
             encoding="utf-8")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (str(_REPO), os.environ.get("PYTHONPATH", "")) if p)}

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
 from llama_index_e2rag.context import POS_KEY, format_position
 from llama_index_e2rag.errors import BadDocumentError, E2RAGError
-from llama_index_e2rag.index import DEFAULT_MODE, RETRIEVER_MODES
-from llama_index_e2rag.retrievers.entity_event import HYDE_VARIANTS
+from llama_index_e2rag.modes import DEFAULT_MODE, HYDE_VARIANTS, RETRIEVER_MODES
 from llama_index_e2rag.schema import NodeKind
 
 if TYPE_CHECKING:
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
 
     from llama_index_e2rag.graph.base import GraphStore
     from llama_index_e2rag.index import E2RAGIndex
+    from llama_index_e2rag.store_info import StoreSummary
 
 #: File types picked up when a folder is given to ``e2rag index``.
 TEXT_SUFFIXES = (".txt", ".md", ".text", ".markdown")
@@ -190,29 +190,46 @@ def explain(metadata: dict) -> str:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    index = load_store(args.store)
-    counts = index.graph_store.counts()
-    nodes = node_counts(index.graph_store)
+    from llama_index_e2rag.store_info import summarize
+
+    summary = summarize(args.store, CHRONO_CHUNK_LABEL) if _has_store(args.store) else None
+    if summary is None:  # no store (load_store says so) or a 0.1.0 store: load it
+        summary = _loaded_summary(load_store(args.store))
     print(f"store: {args.store}")
     print("documents:")
-    for doc_id, info in index.ref_doc_info.items():
-        print(f"  [{index.doc_order(doc_id)}] {doc_id} ({len(info.node_ids)} chunks)")
-    print("nodes: " + (", ".join(f"{k}={v}" for k, v in nodes.items()) or "none"))
-    print("edges: " + (", ".join(f"{k}={v}" for k, v in counts["edges"].items()) or "none"))
-    builders = ", ".join(type(b).__name__ for b in index.doc_builders)
-    if builders:
-        print(f"document builders: {builders}")
-    stats = index.llm_stats()
+    for order, doc_id, chunks in summary.documents:
+        print(f"  [{order}] {doc_id} ({chunks} chunks)")
+    print("nodes: " + (", ".join(f"{k}={v}" for k, v in summary.nodes.items()) or "none"))
+    print("edges: " + (", ".join(f"{k}={v}" for k, v in summary.edges.items()) or "none"))
+    if summary.doc_builders:
+        print(f"document builders: {', '.join(summary.doc_builders)}")
+    stats = summary.llm_stats
     if stats:
         print(
             f"llm: {stats.get('calls', 0)} calls, {stats.get('cache_hits', 0)} cache hits, "
             f"{stats.get('failures', 0)} failures"
         )
-    failures = index.extraction_report()
-    print(f"extraction failures: {len(failures)}")
-    for failure in failures:
+    print(f"extraction failures: {len(summary.failures)}")
+    for failure in summary.failures:
         print(f"  {failure['doc_id']} {failure['chunk_id']}: {failure['reason']}")
     return 0
+
+
+def _loaded_summary(index: "E2RAGIndex") -> "StoreSummary":
+    from llama_index_e2rag.store_info import StoreSummary
+
+    orders = index.graph_store.doc_orders()
+    documents = sorted(
+        (orders[doc_id], doc_id, len(info.node_ids)) for doc_id, info in index.ref_doc_info.items()
+    )
+    return StoreSummary(
+        documents=documents,
+        nodes=node_counts(index.graph_store),
+        edges=index.graph_store.counts()["edges"],
+        failures=index.extraction_report(),
+        doc_builders=[type(b).__name__ for b in index.doc_builders],
+        llm_stats=index.llm_stats(),
+    )
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:

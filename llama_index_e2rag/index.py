@@ -55,6 +55,7 @@ from llama_index_e2rag.ingest import (
     validate_document,
 )
 from llama_index_e2rag.llm import run_sync
+from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_CLASSES, RETRIEVER_MODES
 from llama_index_e2rag.stores import Stores
 
 if TYPE_CHECKING:
@@ -77,16 +78,6 @@ logger = logging.getLogger(__name__)
 #: the import that fixes it. 0.1.0 wrote ``e2rag``, still registered.
 E2RAG_STRUCT_TYPE = "llama_index_e2rag.E2RAGIndex"
 LEGACY_STRUCT_TYPE = "e2rag"
-_RETRIEVER_MODES = {
-    "narrative": ("llama_index_e2rag.retrievers.narrative", "NarrativeRetriever"),
-    "entity_event": ("llama_index_e2rag.retrievers.entity_event", "EntityEventRetriever"),
-    "grounded": ("llama_index_e2rag.retrievers.grounded", "GroundedGraphRetriever"),
-    "chrono": ("llama_index_e2rag.retrievers.chrono", "ChronoRetriever"),
-    "vector": ("llama_index_e2rag.retrievers.vector", "VectorChunkRetriever"),
-}
-RETRIEVER_MODES = tuple(_RETRIEVER_MODES)
-#: The mode of ``as_retriever()`` / ``as_query_engine()`` without ``mode=``.
-DEFAULT_MODE = "narrative"
 _Group = tuple[Optional[Document], str, int, list[TextNode]]
 
 
@@ -563,11 +554,11 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
     def as_retriever(self, mode: str = DEFAULT_MODE, **kwargs: Any) -> BaseRetriever:
         """``mode``: narrative (default) | entity_event | grounded | chrono | vector; kwargs go
         to the retriever (``budget_words=`` works in every mode)."""
-        if mode not in _RETRIEVER_MODES:
+        if mode not in RETRIEVER_CLASSES:
             raise ValueError(
                 f"unknown retrieval mode {mode!r}; choose one of {', '.join(RETRIEVER_MODES)}"
             )
-        module_name, class_name = _RETRIEVER_MODES[mode]
+        module_name, class_name = RETRIEVER_CLASSES[mode]
         retriever_cls = getattr(importlib.import_module(module_name), class_name)
         return retriever_cls(self._stores, self.embed_model, **self._retriever_needs(mode), **kwargs)
 

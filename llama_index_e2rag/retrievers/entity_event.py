@@ -64,6 +64,7 @@ from llama_index_e2rag.context import (
     render_evidence,
 )
 from llama_index_e2rag.errors import LLMOutputError, MissingModelError
+from llama_index_e2rag.modes import HYDE_VARIANTS
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.ranking import find_seeds, one_hop, rank_chunks
 from llama_index_e2rag.ranking.temporal import TemporalCue, anchored, temporal_cue
@@ -79,7 +80,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-HYDE_VARIANTS = ("comb_extraction", "hyp_extraction", "comb_embedding", "hyp_embedding")
 #: Temporal anchoring of chunks (not in the paper; off with ``faithful=True``): the bonus of a
 #: chunk where the cue points (cosine units), how many chunks it reaches, how fast it falls, and
 #: the share the anchor's own chunk gets (it often holds the start of what follows).
