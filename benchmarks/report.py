@@ -308,6 +308,23 @@ def plot_scaling(result: dict[str, Any], modes: Sequence[str], path: Path) -> Pa
     return path
 
 
+#: The embedded vector storage's measurements (``python -m benchmarks.vector_storage --out``).
+VECTOR_STORAGE_REPORT = Path(__file__).resolve().parent / "results" / "vector_storage.md"
+
+
+def _vector_storage_section() -> list[str]:
+    """The library comparison behind the embedded vector storage, as its script wrote it."""
+    if not VECTOR_STORAGE_REPORT.is_file():
+        return []
+    text = VECTOR_STORAGE_REPORT.read_text(encoding="utf-8").strip()
+    body = text.split("\n", 1)[1] if text.startswith("# ") else text  # our own heading instead
+    return ["## Embedded vector storage: which library", "",
+            "Regenerate with `python -m benchmarks.vector_storage --out "
+            "benchmarks/results/vector_storage.md` (about 9 minutes). `embedded` is "
+            "`llama_index_e2rag.vectors.embedded.EmbeddedVectors`, the default; see "
+            "docs/storage.md for the choice.", "", body.replace("\n## ", "\n### "), ""]
+
+
 def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
     """The whole markdown report; plots are written to ``img_dir`` and linked relatively."""
     modes = results["modes"]
@@ -363,6 +380,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
         plot = plot_scaling(scaling, modes, img_dir / "scaling.png")
         if plot:
             out += [f"![scaling]({os.path.relpath(plot, doc_path.parent)})", ""]
+    out += _vector_storage_section()
     cost = results.get("llm_cost")
     if cost:
         out += ["## LLM indexing cost (no LLM called)", "", _stamp(results, part="llm_cost"), "",

@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument(
         "--explain", action="store_true", help="print which signals brought each result"
     )
+    query.add_argument("--quiet", action="store_true", help="no progress bars")
     query.set_defaults(func=_cmd_query)
 
     show = commands.add_parser("show", help="what a store holds")
@@ -126,7 +127,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
         options["doc_builders"] = [ChronoLayerBuilder()]
     if _has_store(args.store):
-        index = load_store(args.store, **options)
+        index = load_store(args.store, progress=not args.quiet, **options)
         index.insert_documents(documents)
     else:
         index = E2RAGIndex.from_documents(documents, **options)
@@ -148,7 +149,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
         raise ValueError("--top-k must be at least 1")
     if args.budget_words is not None and args.budget_words < 1:
         raise ValueError("--budget-words must be at least 1")
-    index = load_store(args.store)
+    index = load_store(args.store, progress=not args.quiet)
     options = {"similarity_top_k": args.top_k, "budget_words": args.budget_words}
     mode = args.mode or ("entity_event" if args.hyde else DEFAULT_MODE)
     engine = index.as_query_engine(
@@ -299,7 +300,7 @@ def _has_store(store: Path) -> bool:
     return (store / "index_store.json").is_file()
 
 
-def load_store(store: Path, **kwargs: object) -> "E2RAGIndex":
+def load_store(store: Path, progress: bool = False, **kwargs: object) -> "E2RAGIndex":
     """Load the e2rag index persisted in ``store`` (clear error if there is none)."""
     from llama_index.core import StorageContext, load_index_from_storage
 
@@ -307,10 +308,16 @@ def load_store(store: Path, **kwargs: object) -> "E2RAGIndex":
 
     if not _has_store(store):
         raise E2RAGError(f"no e2rag store at {store} (create one with: e2rag index PATH --store)")
+    from tqdm.auto import tqdm
+
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    index = load_index_from_storage(
-        StorageContext.from_defaults(persist_dir=str(store)), persist_dir=str(store), **kwargs
-    )
+    with tqdm(total=2, desc="Loading store", unit="step", disable=not progress) as bar:
+        bar.set_postfix_str("llama-index files")
+        storage = StorageContext.from_defaults(persist_dir=str(store))
+        bar.update()
+        bar.set_postfix_str("e2rag stores")
+        index = load_index_from_storage(storage, persist_dir=str(store), **kwargs)
+        bar.update()
     if not isinstance(index, E2RAGIndex):
         raise E2RAGError(f"{store} holds a {type(index).__name__}, not an e2rag index")
     return index

@@ -36,6 +36,7 @@ from llama_index.core.storage.storage_context import StorageContext
 
 from llama_index_e2rag import persistence
 from llama_index_e2rag.builders import DocumentBuilder, builder_configs, restore_builders
+from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY, chunk_doc_id, hide_internal_keys
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
 from llama_index_e2rag.graph.base import GraphStore
@@ -195,6 +196,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             storage_context, index_struct, graph_store, vector_store, vector_stores, persist_dir
         )
         self.doc_orders = DocOrders(self._stores.graph.doc_orders)
+        storage_context.graph_store.show_progress = show_progress  # type: ignore[attr-defined]
         super().__init__(
             nodes=nodes,
             index_struct=index_struct,
@@ -457,7 +459,9 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             chunks = list(await extractor.acall(chunks, show_progress=self._show_progress))
         by_id = {c.node_id: c for c in chunks}
         staged = []
-        for document, doc_id, order, doc_chunks in groups:
+        for document, doc_id, order, doc_chunks in _progress(
+            groups, "Building document layers", self._show_progress and len(groups) > 1
+        ):
             extracted = [by_id[c.node_id] for c in doc_chunks if c.node_id in by_id]
             staged.append(
                 await stage_document(
@@ -474,7 +478,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         vectors = await embed_staged(embed_model, [s.graph for s in staged], self._show_progress)
         writes = [document_write(stage, vectors) for stage in staged]
         async with self._write_lock.hold():
-            for write in writes:
+            for write in _progress(writes, "Writing stores", self._show_progress):
                 await self._stores.areplace_document(write)
             if vectors:
                 self._index_struct.config["embed_model"] = embed_model.model_name
@@ -607,6 +611,13 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         )
 
 
+def _progress(items: Sequence[Any], desc: str, show: bool) -> Any:
+    """``items`` behind a tqdm bar when ``show`` (the index's ``show_progress``)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, unit="doc", disable=not show)
+
+
 def _open_stores(
     storage_context: StorageContext,
     index_struct: Optional[E2RAGIndexStruct],
@@ -638,7 +649,15 @@ def _open_stores(
         )
     if index_struct is not None and index_struct.graph_json:
         home = None  # converted in memory: the next persist writes the new layout
-    storage_context.graph_store = persistence.StoresSlot(stores, home, label)  # type: ignore[assignment]
+    elif home is None and label == persistence.EMBEDDED and stores.graph.doc_orders():
+        raise E2RAGError(
+            "this index's graph has documents but its vectors were saved in a persist "
+            "directory that cannot be found (a graph_store given to StorageContext hides "
+            "graph_store.json); pass load_index_from_storage(storage_context, persist_dir=...)"
+        )
+    storage_context.graph_store = persistence.StoresSlot(  # type: ignore[assignment]
+        stores, home, label
+    )
     return stores, label
 
 

@@ -58,6 +58,8 @@ class StoresSlot:
     def __init__(self, stores: Stores, home: Optional[Path], label: str) -> None:
         self.stores = stores
         self.home = home
+        #: a tqdm bar over the saving steps (the index's ``show_progress``)
+        self.show_progress = False
         #: where the vectors live: ``EMBEDDED`` or the external store's name
         self.label = label
 
@@ -66,7 +68,7 @@ class StoresSlot:
         if fs is not None and "file" not in getattr(fs, "protocol", ("file",)):
             raise E2RAGError("E2RAGIndex persists to a local directory only (no fsspec remote)")
         home = Path(persist_path).parent.resolve() / E2RAG_DIR
-        save(self.stores, home)
+        save(self.stores, home, self.show_progress)
         self.home = home
         pointer = {"graph_dict": {POINTER: [["home", str(home)], ["format", STORE_FORMAT]]}}
         atomic_write_text(Path(persist_path), json.dumps(pointer))
@@ -206,17 +208,27 @@ def open_lexical(home: Optional[Path]) -> Optional[LexicalIndex]:
 
 
 # -- saving -------------------------------------------------------------------------------------
-def save(stores: Stores, home: Path) -> None:
+def save(stores: Stores, home: Path, show_progress: bool = False) -> None:
     """Write every file-based store into ``home`` (graph, vectors, BM25, manifest)."""
+    from tqdm.auto import tqdm
+
     home.mkdir(parents=True, exist_ok=True)
     graph = stores.graph
-    if isinstance(graph, SQLiteGraphStore):
-        if graph.is_temporary or graph.path.resolve() != (home / GRAPH_FILE).resolve():
-            graph.move_to(home / GRAPH_FILE)
-        else:
-            graph.persist(graph.path)
-    flush_vectors(stores, home)
-    _save_lexical(stores.lexical(), home / LEXICAL_DIR)
+    bar = tqdm(total=3, desc="Saving e2rag stores", unit="step", disable=not show_progress)
+    with bar:
+        bar.set_postfix_str("graph")
+        if isinstance(graph, SQLiteGraphStore):
+            if graph.is_temporary or graph.path.resolve() != (home / GRAPH_FILE).resolve():
+                graph.move_to(home / GRAPH_FILE)
+            else:
+                graph.persist(graph.path)
+        bar.update()
+        bar.set_postfix_str("vectors")
+        flush_vectors(stores, home)
+        bar.update()
+        bar.set_postfix_str("bm25")
+        _save_lexical(stores.lexical(), home / LEXICAL_DIR)
+        bar.update()
     manifest = {
         "format": STORE_FORMAT,
         "version": STORE_VERSION,

@@ -9,8 +9,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import pytest
 
@@ -103,3 +104,15 @@ def postgres_dsn(postgres_server: dict[str, str]) -> str:
         f"postgresql://{env['POSTGRES_USER']}:{env['POSTGRES_PASSWORD']}@{env['POSTGRES_HOST']}:"
         f"{env['POSTGRES_PORT']}/{env['POSTGRES_DATABASE']}"
     )
+
+
+@pytest.fixture
+def postgres_schema(postgres_dsn: str) -> Iterator[str]:
+    """A schema name no other test uses; the schema (if created) is dropped afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))

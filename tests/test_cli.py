@@ -114,6 +114,20 @@ def test_bad_input_exits_1_with_one_line_and_writes_nothing(
     assert sum(models.calls_by_kind.values()) == 0
 
 
+def test_the_cli_shows_progress_unless_quiet(
+    models: ScriptedLLM, books: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    assert main(["index", str(books), "--store", str(store), "--chunk-size", "60"]) == 0
+    err = capsys.readouterr().err
+    assert "E2RAG extraction" in err and "Saving e2rag stores" in err
+    assert main(["query", "Who is Hermione?", "--store", str(store), "--mode", "vector"]) == 0
+    assert "Loading store" in capsys.readouterr().err
+    question = ["query", "Who is Hermione?", "--store", str(store), "--mode", "vector", "--quiet"]
+    assert main(question) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["query", "Who?", "--store", str(tmp_path), "--mode", "magic"])

@@ -332,9 +332,27 @@ def test_unknown_retriever_mode_lists_the_modes() -> None:
         index.as_retriever(mode="magic")
 
 
-def test_progress_bars_are_shown_on_request(capsys: pytest.CaptureFixture[str]) -> None:
-    make_index(show_progress=True)
-    assert "E2RAG extraction" in capsys.readouterr().err
+def test_progress_bars_are_shown_on_request(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    index = make_index(
+        [Document(text=STORY, id_="one"), Document(text=SEQUEL, id_="two")], show_progress=True
+    )
+    err = capsys.readouterr().err
+    for bar in ("E2RAG extraction", "Building document layers", "Writing stores"):
+        assert bar in err
+    index.storage_context.persist(str(tmp_path))
+    assert "Saving e2rag stores" in capsys.readouterr().err
+    quiet = make_index()
+    quiet.storage_context.persist(str(tmp_path / "quiet"))
+    assert capsys.readouterr().err == ""
+
+
+def test_offline_parsing_shows_its_progress(capsys: pytest.CaptureFixture[str]) -> None:
+    E2RAGIndex.from_documents(
+        [Document(text=STORY, id_="one")], embed_model=HashEmbedding(), show_progress=True
+    )
+    assert "Parsing (spaCy)" in capsys.readouterr().err
 
 
 def test_prechunked_nodes_keep_their_ids_and_get_a_graph() -> None:

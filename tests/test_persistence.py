@@ -10,14 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from hash_embedding import HashEmbedding
 from llama_index.core import Document, StorageContext, load_index_from_storage
 from llama_index.core.graph_stores.simple import SimpleGraphStore
+from test_index import SEQUEL, STORY, load, make_index, vector_ids
 
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.index import EMBEDDED_KINDS, E2RAGIndex
+from llama_index_e2rag.ingest import embeddable
 from llama_index_e2rag.persistence import E2RAG_DIR, POINTER
 from llama_index_e2rag.schema import NodeKind
-from test_index import SEQUEL, STORY, load, make_index, vector_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def _consistent(index: E2RAGIndex) -> None:
     """Every embedded graph node has exactly one vector, and no vector lacks its node."""
     for kind in EMBEDDED_KINDS:
-        assert vector_ids(index, kind) == {n.id for n in index.graph_store.nodes(kind)}
+        embedded = {n.id for n in index.graph_store.nodes(kind) if embeddable(n)}
+        assert vector_ids(index, kind) == embedded
 
 
 def test_persist_writes_the_stores_and_a_pointer_llama_index_loads(tmp_path: Path) -> None:
@@ -138,3 +141,81 @@ def test_a_second_index_object_over_the_same_storage_context_shares_the_stores()
     index = make_index([Document(text=STORY, id_="phantom")])
     again = load_index_from_storage(index.storage_context)
     assert isinstance(again, E2RAGIndex) and again.stores is index.stores
+
+
+MODES = ("narrative", "entity_event", "grounded", "chrono", "vector")
+QUESTION = "What did Hermione do after the troll fight?"
+_LOAD_IN_A_NEW_PROCESS = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from hash_embedding import HashEmbedding
+from scripted_llm import ScriptedLLM
+from llama_index.core import StorageContext, load_index_from_storage
+from llama_index_e2rag.graph.postgres_store import PostgresGraphStore
+from test_index import NAMES
+index = load_index_from_storage(
+    StorageContext.from_defaults(persist_dir={store!r}), embed_model=HashEmbedding(),
+    llm=ScriptedLLM(names=NAMES), graph_store=PostgresGraphStore({dsn!r}, schema={schema!r}))
+found = {{m: [n.node.node_id for n in index.as_retriever(mode=m).retrieve({question!r})]
+         for m in {modes!r}}}
+index.delete_ref_doc("book2")
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.postgres
+def test_a_graph_in_postgresql_serves_another_process(
+    tmp_path: Path, postgres_dsn: str, postgres_schema: str
+) -> None:
+    pytest.importorskip("psycopg")
+    from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
+    from llama_index_e2rag.graph.postgres_store import PostgresGraphStore
+
+    graph = PostgresGraphStore(postgres_dsn, schema=postgres_schema)
+    index = make_index(
+        [Document(text=STORY, id_="book1"), Document(text=SEQUEL, id_="book2")],
+        graph_store=graph,
+        doc_builders=[ChronoLayerBuilder(facts="events")],
+    )
+    expected = {
+        m: [n.node.node_id for n in index.as_retriever(mode=m).retrieve(QUESTION)] for m in MODES
+    }
+    assert all(expected.values())
+    index.storage_context.persist(str(tmp_path))
+    assert not (tmp_path / E2RAG_DIR / "graph.sqlite").exists()  # the graph stays on the server
+    script = _LOAD_IN_A_NEW_PROCESS.format(
+        tests=str(ROOT / "tests"), store=str(tmp_path), dsn=postgres_dsn, schema=postgres_schema,
+        question=QUESTION, modes=MODES,
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
+    # the other process's delete reached the shared graph and the store's vectors
+    assert set(graph.doc_orders()) == {"book1"}
+    reloaded = load_index_from_storage(
+        StorageContext.from_defaults(persist_dir=str(tmp_path)),
+        embed_model=index.embed_model, graph_store=graph,
+    )
+    assert isinstance(reloaded, E2RAGIndex) and reloaded.doc_order("book2") is None
+    _consistent(reloaded)
+
+
+@pytest.mark.postgres
+def test_a_server_graph_in_the_storage_context_needs_the_persist_dir(
+    tmp_path: Path, postgres_dsn: str, postgres_schema: str
+) -> None:
+    pytest.importorskip("psycopg")
+    from llama_index_e2rag.graph.postgres_store import PostgresGraphStore
+
+    graph = PostgresGraphStore(postgres_dsn, schema=postgres_schema)
+    make_index(graph_store=graph).storage_context.persist(str(tmp_path))
+    storage = StorageContext.from_defaults(persist_dir=str(tmp_path), graph_store=graph)
+    with pytest.raises(E2RAGError, match="persist_dir="):
+        load_index_from_storage(storage, embed_model=HashEmbedding())
+    index = load_index_from_storage(
+        StorageContext.from_defaults(persist_dir=str(tmp_path), graph_store=graph),
+        embed_model=HashEmbedding(), persist_dir=str(tmp_path),
+    )
+    _consistent(index)

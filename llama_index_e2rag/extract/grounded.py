@@ -586,10 +586,21 @@ class GroundedExtractor(TransformComponent):
         return "GroundedExtractor"
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        from tqdm.auto import tqdm
+
         nlp = load_spacy(self.model)
         texts = [node.get_content() for node in nodes]
         with _PARSE_LOCK:
-            docs = list(nlp.pipe(texts, batch_size=self.batch_size, n_process=self.n_process))
+            parsed = nlp.pipe(texts, batch_size=self.batch_size, n_process=self.n_process)
+            docs = list(
+                tqdm(
+                    parsed,
+                    total=len(texts),
+                    desc="Parsing (spaCy)",
+                    unit="chunk",
+                    disable=not kwargs.get("show_progress", False),
+                )
+            )
         for node, doc in zip(nodes, docs):
             try:
                 builder = _FragmentBuilder(

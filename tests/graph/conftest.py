@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -25,18 +24,6 @@ from llama_index_e2rag.graph import GraphStore, NetworkXGraphStore, SQLiteGraphS
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, make_id
 
 MakeStore = Callable[[], GraphStore]
-
-
-@pytest.fixture
-def postgres_schema(postgres_dsn: str) -> Iterator[str]:
-    """A schema name no other test uses; the schema (if created) is dropped afterwards."""
-    import psycopg
-    from psycopg import sql
-
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 @pytest.fixture(params=["networkx", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
