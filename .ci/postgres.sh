@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Throw-away PostgreSQL cluster for the `postgres`-marked tests (tests/lightrag/).
+# Throw-away PostgreSQL cluster for the `postgres`-marked tests (graph store, index, LightRAG).
 #
 #   .ci/postgres.sh install           install Debian's postgresql if its binaries are missing
 #                                     (as root; otherwise it says so and exits 0)

@@ -638,6 +638,7 @@ def _open_stores(
         from llama_index_e2rag.migrate import legacy_stores
 
         stores, label = legacy_stores(index_struct, storage_context, graph_store)
+        home = None  # converted in memory: the next persist writes the new layout
     else:
         config = index_struct.config if index_struct is not None else {}
         graph = graph_store if graph_store is not None else persistence.open_graph(home)
@@ -647,14 +648,12 @@ def _open_stores(
         stores = Stores(
             graph, vectors, storage_context.docstore, copy, persistence.open_lexical(home)
         )
-    if index_struct is not None and index_struct.graph_json:
-        home = None  # converted in memory: the next persist writes the new layout
-    elif home is None and label == persistence.EMBEDDED and stores.graph.doc_orders():
-        raise E2RAGError(
-            "this index's graph has documents but its vectors were saved in a persist "
-            "directory that cannot be found (a graph_store given to StorageContext hides "
-            "graph_store.json); pass load_index_from_storage(storage_context, persist_dir=...)"
-        )
+        if home is None and label == persistence.EMBEDDED and graph.doc_orders():
+            raise E2RAGError(
+                "this index's graph has documents but its vectors were saved in a persist "
+                "directory that cannot be found (a graph_store given to StorageContext hides "
+                "graph_store.json); pass load_index_from_storage(storage_context, persist_dir=...)"
+            )
     storage_context.graph_store = persistence.StoresSlot(  # type: ignore[assignment]
         stores, home, label
     )

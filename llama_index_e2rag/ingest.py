@@ -27,6 +27,7 @@ from llama_index.core.schema import (
     TextNode,
 )
 
+from llama_index_e2rag import node_vectors
 from llama_index_e2rag.builders import DocumentBuilder, split_result
 from llama_index_e2rag.errors import BadDocumentError
 from llama_index_e2rag.extract.base import (
@@ -268,15 +269,49 @@ async def stage_document(
     return StagedDoc(document, doc_id, order, chunks, graph, failures)
 
 
+#: Texts per call into the embedding model: each call's vectors become float32 at once, so a
+#: million-word build never holds hundreds of thousands of vectors as Python float lists.
+EMBED_CALL_TEXTS = 2048
+
+
+@dataclass
+class StagedVectors:
+    """One float32 row per distinct embedded text."""
+
+    rows: dict[str, int]
+    matrix: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def of(self, text: str) -> np.ndarray:
+        return self.matrix[self.rows[text]]
+
+
 async def embed_staged(
     embed_model: BaseEmbedding, graphs: Sequence[GraphStore], show_progress: bool = False
-) -> dict[str, list[float]]:
-    """Embed every embeddable staged node once per distinct text (text -> vector)."""
-    texts = sorted({node.text for graph in graphs for node in graph.nodes() if embeddable(node)})
-    if not texts:
-        return {}
-    vectors = await embed_model.aget_text_embedding_batch(texts, show_progress=show_progress)
-    return dict(zip(texts, vectors, strict=True))
+) -> StagedVectors:
+    """Embed every text a staged node's vector is made of (``node_vectors.sources``) once,
+    shortest texts first (the model pads a batch to its longest text, so similar lengths batch
+    together)."""
+    from tqdm.auto import tqdm
+
+    distinct = {
+        text
+        for graph in graphs
+        for node in graph.nodes()
+        if embeddable(node)
+        for text in node_vectors.sources(node, graph)
+    }
+    texts = sorted(distinct, key=lambda t: (len(t), t))
+    parts: list[np.ndarray] = []
+    with tqdm(total=len(texts), desc="Embedding", unit="text", disable=not show_progress) as bar:
+        for start in range(0, len(texts), EMBED_CALL_TEXTS):
+            batch = texts[start : start + EMBED_CALL_TEXTS]
+            parts.append(np.asarray(await embed_model.aget_text_embedding_batch(batch), np.float32))
+            bar.update(len(batch))
+    matrix = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
+    return StagedVectors({t: i for i, t in enumerate(texts)}, matrix)
 
 
 def embeddable(node: GraphNode) -> bool:
@@ -288,7 +323,7 @@ def embeddable(node: GraphNode) -> bool:
 
 
 # -- phase 2: what the stores write ------------------------------------------------------------
-def document_write(stage: StagedDoc, vectors: dict[str, list[float]]) -> DocumentWrite:
+def document_write(stage: StagedDoc, vectors: StagedVectors) -> DocumentWrite:
     """The stores' write of one staged document: graph, vector records, chunks, failures.
 
     Chunk graph nodes carry their ``TextNode`` (``CHUNK_NODE_ATTR``) so results can cite the
@@ -300,7 +335,11 @@ def document_write(stage: StagedDoc, vectors: dict[str, list[float]]) -> Documen
         chunk = chunk_nodes.get(node.id) if node.kind == NodeKind.CHUNK else None
         if chunk is not None:
             node.attrs[CHUNK_NODE_ATTR] = chunk.to_dict()
-    records = [vector_record(n, vectors[n.text]) for n in nodes if embeddable(n)]
+    records = [
+        vector_record(n, node_vectors.vector(n, stage.graph, vectors.of))
+        for n in nodes
+        if embeddable(n)
+    ]
     return DocumentWrite(
         doc_id=stage.doc_id,
         order=stage.order,
@@ -320,7 +359,7 @@ def vector_record(node: GraphNode, embedding: Sequence[float]) -> VectorRecord:
         kind=node.kind.value,
         doc_id=node.doc_id,
         text=node.text,
-        vector=np.asarray(embedding, dtype=np.float32),
+        vector=np.asarray(embedding, dtype=np.float32),  # a row view when already float32
         metadata={
             "chunk_id": node.chunk_id or "",
             "doc_order": node.pos[0],

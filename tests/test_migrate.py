@@ -108,3 +108,9 @@ def test_migrate_refuses_a_folder_that_is_no_store(tmp_path: Path) -> None:
 
     with pytest.raises(E2RAGError, match="0.1.0"):
         migrate_store(tmp_path)
+
+
+def test_the_narrative_mode_asks_to_reindex_a_0_1_0_store(legacy: Path) -> None:
+    index = _load(legacy)  # 0.1.0 built no passages; every other mode works (above)
+    with pytest.raises(E2RAGError, match="index its documents again"):
+        index.as_retriever().retrieve("What did Hermione do after the troll fight?")

@@ -590,32 +590,35 @@ class GroundedExtractor(TransformComponent):
 
         nlp = load_spacy(self.model)
         texts = [node.get_content() for node in nodes]
-        with _PARSE_LOCK:
+        with _PARSE_LOCK:  # docs stream through one at a time: a book's parses never coexist
             parsed = nlp.pipe(texts, batch_size=self.batch_size, n_process=self.n_process)
-            docs = list(
-                tqdm(
-                    parsed,
-                    total=len(texts),
-                    desc="Parsing (spaCy)",
-                    unit="chunk",
-                    disable=not kwargs.get("show_progress", False),
-                )
+            bar = tqdm(
+                total=len(texts),
+                desc="Parsing (spaCy)",
+                unit="chunk",
+                disable=not kwargs.get("show_progress", False),
             )
-        for node, doc in zip(nodes, docs):
-            try:
-                builder = _FragmentBuilder(
-                    doc_id=chunk_doc_id(node),
-                    chunk_id=node.node_id,
-                    doc_order=int(node.metadata.get(DOC_ORDER_KEY, 0)),
-                    offset=chunk_offset(node),
-                    keep_bare_events=self.keep_bare_events,
-                )
-                builder.build(_DocFrames(doc, self.resolve_pronouns))
-            except Exception as exc:  # one odd chunk must not sink the build
-                record_failure(node, f"grounded extraction failed: {type(exc).__name__}: {exc}")
-                continue
-            attach_graph(node, builder.nodes, builder.edges)
+            with bar:
+                for node, doc in zip(nodes, parsed):
+                    self._extract(node, doc)
+                    bar.update()
         return nodes
+
+    def _extract(self, node: BaseNode, doc: Any) -> None:
+        """Attach one parsed chunk's graph fragment (or the reason it failed) to the chunk."""
+        try:
+            builder = _FragmentBuilder(
+                doc_id=chunk_doc_id(node),
+                chunk_id=node.node_id,
+                doc_order=int(node.metadata.get(DOC_ORDER_KEY, 0)),
+                offset=chunk_offset(node),
+                keep_bare_events=self.keep_bare_events,
+            )
+            builder.build(_DocFrames(doc, self.resolve_pronouns))
+        except Exception as exc:  # one odd chunk must not sink the build
+            record_failure(node, f"grounded extraction failed: {type(exc).__name__}: {exc}")
+            return
+        attach_graph(node, builder.nodes, builder.edges)
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         """Parse in a worker thread so the event loop stays responsive during a build."""

@@ -194,8 +194,8 @@ class NarrativeRetriever(BaseRetriever):
             if self._stores.graph.nodes(NodeKind.CHUNK):
                 raise E2RAGError(
                     "this index has no passages (it was built before the narrative mode "
-                    "existed): run e2rag migrate --store DIR --passages, index its documents "
-                    "again, or choose another mode"
+                    "existed): index its documents again (e2rag index PATH --store DIR) or "
+                    "choose another mode"
                 )
             return []
         ranked = rank(table, sig, self.weights, self._depth(table))
