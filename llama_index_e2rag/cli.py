@@ -149,7 +149,6 @@ def _cmd_query(args: argparse.Namespace) -> int:
         raise ValueError("--top-k must be at least 1")
     if args.budget_words is not None and args.budget_words < 1:
         raise ValueError("--budget-words must be at least 1")
-    _warm_up_parser()
     index = load_store(args.store, progress=not args.quiet)
     options = {"similarity_top_k": args.top_k, "budget_words": args.budget_words}
     mode = args.mode or ("entity_event" if args.hyde else DEFAULT_MODE)
@@ -170,23 +169,6 @@ def _cmd_query(args: argparse.Namespace) -> int:
         if args.explain:
             print(f"    {explain(meta)}")
     return 0
-
-
-def _warm_up_parser() -> None:
-    """Load spaCy in a background thread while the store loads: the narrative, grounded and
-    offline entity_event modes parse the question with it, and loading it is a second of
-    start-up that otherwise comes after the store's."""
-    import threading
-
-    def load() -> None:
-        try:
-            from llama_index_e2rag.extract.grounded import load_spacy
-
-            load_spacy()
-        except Exception:  # noqa: BLE001 - the mode that needs it reports the problem itself
-            pass
-
-    threading.Thread(target=load, name="e2rag-spacy-warm-up", daemon=True).start()
 
 
 def explain(metadata: dict) -> str:
