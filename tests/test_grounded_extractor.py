@@ -356,3 +356,7 @@ def test_worker_processes_start_only_for_many_chunks(monkeypatch) -> None:
     assert auto._workers(["a text"] * (PARALLEL_PARSE_CHUNKS - 1)) == 1
     assert auto._workers(["a text"] * PARALLEL_PARSE_CHUNKS) == 4
     assert GroundedExtractor(n_process=1)._workers(["a text"] * 1000) == 1
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing, "get_start_method", lambda: "spawn")
+    assert auto._workers(["a text"] * 1000) == 1  # the caller's script may lack a main guard

@@ -578,7 +578,8 @@ class GroundedExtractor(TransformComponent):
         default=None,
         gt=0,
         description="spaCy worker processes; default: the available cores once a call has "
-        f"{PARALLEL_PARSE_CHUNKS} chunks (fewer are not worth starting workers for).",
+        f"{PARALLEL_PARSE_CHUNKS} chunks (fewer are not worth starting workers for) where "
+        "processes fork (Linux), else 1.",
     )
     resolve_pronouns: bool = Field(
         default=True, description="Resolve he/she/him/her to the latest compatible PERSON."
@@ -616,7 +617,11 @@ class GroundedExtractor(TransformComponent):
         does, so every core parses (100k words: 56 s instead of 70 s on 2 cores)."""
         if self.n_process is not None:
             return self.n_process
-        if len(texts) < PARALLEL_PARSE_CHUNKS:
+        import multiprocessing
+
+        # where workers are spawned, the caller's script would need a __main__ guard: only ask
+        # for workers explicitly there
+        if len(texts) < PARALLEL_PARSE_CHUNKS or multiprocessing.get_start_method() != "fork":
             return 1
         from llama_index_e2rag.embeddings import available_cores
 
