@@ -57,9 +57,10 @@ case "$cmd" in
     dir="${2:?usage: postgres.sh start DIR PORT}"
     port="${3:?usage: postgres.sh start DIR PORT}"
     mkdir -p "$dir"
+    chmod 0700 "$dir"
     if [[ "$(id -u)" == "0" ]]; then chown postgres "$dir"; fi
     pwfile="$dir/pwfile"
-    echo "$DB_PASSWORD" > "$pwfile"
+    (umask 077 && echo "$DB_PASSWORD" > "$pwfile")
     if [[ "$(id -u)" == "0" ]]; then chown postgres "$pwfile"; fi
     as_server_user "$PG_BIN/initdb" -D "$dir/data" -U postgres --auth-local=trust \
       --auth-host=scram-sha-256 --pwfile="$pwfile" -E UTF8 >"$dir/initdb.log" 2>&1

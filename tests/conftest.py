@@ -70,10 +70,16 @@ def postgres_server() -> Any:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{reason}; CI must run `.ci/postgres.sh install` first")
         pytest.skip(f"{reason} (run `.ci/postgres.sh install`)")
-    root = Path(tempfile.mkdtemp(prefix="e2rag-pg-"))
-    root.chmod(0o755)
-    port = _free_port()
-    subprocess.run([str(PG_SCRIPT), "start", str(root), str(port)], check=True)
+    for attempt in range(3):  # another process may take the free port before the server binds it
+        root = Path(tempfile.mkdtemp(prefix="e2rag-pg-"))  # mode 0700: the pwfile stays private
+        port = _free_port()
+        started = subprocess.run([str(PG_SCRIPT), "start", str(root), str(port)], check=False)
+        if started.returncode == 0:
+            break
+        subprocess.run([str(PG_SCRIPT), "stop", str(root)], check=False)
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        pytest.fail("could not start the test PostgreSQL server (3 tries); see .ci/postgres.sh")
     env = {
         "POSTGRES_HOST": "127.0.0.1",
         "POSTGRES_PORT": str(port),
