@@ -36,7 +36,6 @@ from llama_index.core.storage.storage_context import StorageContext
 
 from llama_index_e2rag import persistence
 from llama_index_e2rag.builders import DocumentBuilder, builder_configs, restore_builders
-from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY, chunk_doc_id, hide_internal_keys
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
 from llama_index_e2rag.graph.base import GraphStore
@@ -192,7 +191,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         self._embed_model: Optional[BaseEmbedding] = None
         self._write_lock = WriteLock()
         storage_context = storage_context or StorageContext.from_defaults()
-        self._stores, self._vectors_label = _open_stores(
+        self._stores, self._vectors_label = persistence.open_stores(
             storage_context, index_struct, graph_store, vector_store, vector_stores, persist_dir
         )
         self.doc_orders = DocOrders(self._stores.graph.doc_orders)
@@ -616,48 +615,6 @@ def _progress(items: Sequence[Any], desc: str, show: bool) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(items, desc=desc, unit="doc", disable=not show)
-
-
-def _open_stores(
-    storage_context: StorageContext,
-    index_struct: Optional[E2RAGIndexStruct],
-    graph_store: Optional[GraphStore],
-    vector_store: Optional[BasePydanticVectorStore],
-    vector_stores: Optional[Dict[str, BasePydanticVectorStore]],
-    persist_dir: Optional[str],
-) -> tuple[Stores, str]:
-    """The stores of a new or loaded index, installed in the storage context's graph slot."""
-    persistence.check_slot(storage_context)
-    home = persistence.find_home(storage_context, persist_dir)
-    slot = storage_context.graph_store
-    if isinstance(slot, persistence.StoresSlot) and graph_store is None:
-        return slot.stores, slot.label  # another index object over the same storage context
-    if graph_store is None and isinstance(slot, GraphStore):
-        graph_store = slot  # StorageContext.from_defaults(graph_store=PostgresGraphStore(...))
-    if index_struct is not None and index_struct.graph_json:
-        from llama_index_e2rag.migrate import legacy_stores
-
-        stores, label = legacy_stores(index_struct, storage_context, graph_store)
-        home = None  # converted in memory: the next persist writes the new layout
-    else:
-        config = index_struct.config if index_struct is not None else {}
-        graph = graph_store if graph_store is not None else persistence.open_graph(home)
-        vectors, copy, label = persistence.open_vectors(
-            storage_context, config, home, vector_store, vector_stores
-        )
-        stores = Stores(
-            graph, vectors, storage_context.docstore, copy, persistence.open_lexical(home)
-        )
-        if home is None and label == persistence.EMBEDDED and graph.doc_orders():
-            raise E2RAGError(
-                "this index's graph has documents but its vectors were saved in a persist "
-                "directory that cannot be found (a graph_store given to StorageContext hides "
-                "graph_store.json); pass load_index_from_storage(storage_context, persist_dir=...)"
-            )
-    storage_context.graph_store = persistence.StoresSlot(  # type: ignore[assignment]
-        stores, home, label
-    )
-    return stores, label
 
 
 for _type in (E2RAG_STRUCT_TYPE, LEGACY_STRUCT_TYPE):

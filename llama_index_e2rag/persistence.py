@@ -207,6 +207,50 @@ def open_lexical(home: Optional[Path]) -> Optional[LexicalIndex]:
         return None  # derived data: a damaged copy is rebuilt, never trusted
 
 
+def open_stores(
+    storage_context: StorageContext,
+    index_struct: Any,
+    graph_store: Optional[GraphStore],
+    vector_store: Any,
+    vector_stores: Optional[Mapping[str, Any]],
+    persist_dir: Optional[str],
+) -> tuple[Stores, str]:
+    """The stores of a new or loaded index (``index_struct``: its ``E2RAGIndexStruct``, None
+    when new), installed in the storage context's graph slot; returns them and the vectors'
+    label."""
+    check_slot(storage_context)
+    home = find_home(storage_context, persist_dir)
+    slot = storage_context.graph_store
+    if isinstance(slot, StoresSlot) and graph_store is None:
+        return slot.stores, slot.label  # another index object over the same storage context
+    if graph_store is None and isinstance(slot, GraphStore):
+        graph_store = slot  # StorageContext.from_defaults(graph_store=PostgresGraphStore(...))
+    if index_struct is not None and index_struct.graph_json:
+        from llama_index_e2rag.migrate import legacy_stores
+
+        stores, label = legacy_stores(index_struct, storage_context, graph_store)
+        home = None  # converted in memory: the next persist writes the new layout
+    else:
+        config = index_struct.config if index_struct is not None else {}
+        graph = graph_store if graph_store is not None else open_graph(home)
+        vectors, copy, label = open_vectors(
+            storage_context, config, home, vector_store, vector_stores
+        )
+        stores = Stores(
+            graph, vectors, storage_context.docstore, copy, open_lexical(home)
+        )
+        if home is None and label == EMBEDDED and graph.doc_orders():
+            raise E2RAGError(
+                "this index's graph has documents but its vectors were saved in a persist "
+                "directory that cannot be found (a graph_store given to StorageContext hides "
+                "graph_store.json); pass load_index_from_storage(storage_context, persist_dir=...)"
+            )
+    storage_context.graph_store = StoresSlot(  # type: ignore[assignment]
+        stores, home, label
+    )
+    return stores, label
+
+
 # -- saving -------------------------------------------------------------------------------------
 def save(stores: Stores, home: Path, show_progress: bool = False) -> None:
     """Write every file-based store into ``home`` (graph, vectors, BM25, manifest)."""
