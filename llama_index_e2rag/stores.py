@@ -122,16 +122,20 @@ class Stores:
 
     def get_chunks(self, ids: Sequence[str]) -> list[TextNode]:
         """Chunk ``TextNode``s in the order asked, skipping unknown ids."""
-        chunks = []
+        return [chunk for _, chunk in self.chunk_pairs(ids)]
+
+    def chunk_pairs(self, ids: Sequence[str]) -> list[tuple[GraphNode, TextNode]]:
+        """Each chunk's graph node (its position) with its ``TextNode``, in one graph read."""
+        pairs = []
         for node in self.graph.get_nodes(ids):
             stored = node.attrs.get(CHUNK_NODE_ATTR)
             if stored is not None:
-                chunks.append(TextNode.from_dict(stored))
+                pairs.append((node, TextNode.from_dict(stored)))
             else:  # a store migrated from 0.1.0 keeps its chunks in the docstore only
                 found = self.docstore.get_node(node.id, raise_error=False)
                 if isinstance(found, TextNode):
-                    chunks.append(found)
-        return chunks
+                    pairs.append((node, found))
+        return pairs
 
     def lexical(self) -> LexicalIndex:
         """BM25 over the passages in story order, rebuilt only when the graph changed."""

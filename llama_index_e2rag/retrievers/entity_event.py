@@ -399,7 +399,7 @@ class EntityEventRetriever(BaseRetriever):
         expanded_by_id = {n.id: n for n in expanded}
         edges = graph.subgraph_edges(list(expanded_by_id))
         results = []
-        for chunk in self._stores.get_chunks(ranked):
+        for graph_chunk, chunk in self._stores.chunk_pairs(ranked):
             evidence = by_chunk.get(chunk.node_id, [])
             here = {n.id for n in evidence}
             touching = [e for e in edges if e.source in here or e.target in here]
@@ -415,7 +415,7 @@ class EntityEventRetriever(BaseRetriever):
             )
             results.append(
                 chunk_result(
-                    chunk, graph.get_node(chunk.node_id), sims[chunk.node_id], extra, text
+                    chunk, graph_chunk, sims[chunk.node_id], extra, text
                 )
             )
         return results

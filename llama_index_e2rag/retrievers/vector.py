@@ -87,15 +87,10 @@ class VectorChunkRetriever(BaseRetriever):
 
     def _to_nodes(self, hits: list[VectorHit]) -> list[NodeWithScore]:
         scores = {hit.id: hit.score for hit in hits}
-        graph = self._stores.graph
         results = []
-        for chunk in self._stores.get_chunks(list(scores)):
-            graph_chunk = graph.get_node(chunk.node_id)
-            if graph_chunk is not None:
-                nws = chunk_result(
-                    chunk, graph_chunk, scores[chunk.node_id], {"retriever": "vector"}
-                )
-                results.append((graph_chunk.pos, nws))
+        for graph_chunk, chunk in self._stores.chunk_pairs(list(scores)):
+            nws = chunk_result(chunk, graph_chunk, scores[chunk.node_id], {"retriever": "vector"})
+            results.append((graph_chunk.pos, nws))
         ranked = [nws for _, nws in results]
         if self.budget_words is None:
             ranked = ranked[: self.similarity_top_k]
