@@ -5,7 +5,14 @@ query cache) ask for JSON with the shared prompts of ``llama_index_e2rag.extract
 parse it with the shared parser and its one repair round (``llm_parsing.parse_with_repair``,
 the code ``LLMRunner`` uses), so both packages accept and reject the same answers. Answers are
 cached under our own cache types, and only once they parse: a malformed answer is asked again
-next time instead of being replayed forever.
+next time instead of being replayed forever. Parsing is the shared, bounded parser's (size and
+nesting depth are checked before ``json`` sees an answer), so any unusable answer is an
+``LLMOutputError``.
+
+No timeout of our own: the role functions are LightRAG's wrapped ones, whose queue gives up on a
+call after ``2 * default_llm_timeout`` seconds (``LLM_TIMEOUT``, 240 by default; per role
+``role_llm_configs[role].timeout``) with a ``TimeoutError`` ("Worker execution timeout after
+N s"), so wrapping them again would only add a second, competing limit.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ LLM calls go through LightRAG's ``extract`` role function and LightRAG's LLM res
 our own cache types (``e2rag_event``, ``e2rag_mention``; ``cached_llm.CachedStructuredLLM``):
 re-running costs nothing, and LightRAG's rebuild-from-cache, which reads only
 ``cache_type == "extract"``, never sees our answers. A chunk whose event answer cannot be parsed
-is recorded as failed (its mentions stay); the document is never lost over it.
+(any ``LLMOutputError`` of the bounded shared parser, after the repair round) or does not come
+within LightRAG's LLM timeout (a ``TimeoutError``) is recorded as failed (its mentions stay);
+the document is never lost over it.
 """
 
 from __future__ import annotations

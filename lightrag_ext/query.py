@@ -5,7 +5,7 @@ and with the same ranking code (``llama_index_e2rag.ranking``), so both packages
 
 1. Cues ``g(q)``: LightRAG's ``keyword`` role LLM answers the shared ``QUERY_CUE_PROMPT``
    (cached under ``CUE_CACHE_TYPE``); a caller's ``ll_keywords`` / ``hl_keywords`` are used
-   instead when given.
+   instead when given. An unusable answer or one past LightRAG's LLM timeout means no cues.
 2. Seeds: each entity cue looks up ``top_k * mention_pool`` mentions, each event cue ``top_k``
    events (the query itself seeds both when there are no cues). Mentions sharing a name are
    re-ranked by their events' similarity to the query (``ranking.rerank_mentions``), and the
@@ -150,7 +150,9 @@ async def extract_cues(
     The caller's ``ll_keywords`` / ``hl_keywords``, when given, are the entity / event cues (as
     LightRAG's own modes skip keyword extraction when they are given). Otherwise LightRAG's
     ``keyword`` role LLM answers the shared ``QUERY_CUE_PROMPT``, parsed as ``QueryCues`` and
-    cached under ``CUE_CACHE_TYPE``; an unusable answer means no cues.
+    cached under ``CUE_CACHE_TYPE``; an unusable answer (``LLMOutputError``: any parse
+    failure, after the repair round) or a timed-out call means no cues, and the query itself
+    seeds retrieval.
     """
     if param.ll_keywords or param.hl_keywords:
         return _clean(param.ll_keywords), _clean(param.hl_keywords)
@@ -161,7 +163,7 @@ async def extract_cues(
         cues, _ = await llm.structured(
             QUERY_CUE_PROMPT.format(query=query), QueryCues, cache_type=CUE_CACHE_TYPE
         )
-    except LLMOutputError as exc:
+    except (LLMOutputError, TimeoutError) as exc:  # TimeoutError: LightRAG's queue gave up
         logger.warning("e2rag query cue extraction failed (%s); seeding from the query", exc)
         return [], []
     return _clean(cues.entities), _clean(cues.events)

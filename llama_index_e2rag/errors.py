@@ -14,7 +14,18 @@ class BadDocumentError(E2RAGError, ValueError):
 
 
 class LLMOutputError(E2RAGError):
-    """An LLM answer could not be parsed into the expected structure, even after repair."""
+    """An LLM answer could not be parsed into the expected structure, even after repair.
+
+    Every way an answer can be unusable ends here: no JSON, invalid JSON, the wrong shape, an
+    answer too large or nested too deeply to parse safely (``llm_parsing``).
+    """
+
+
+class LLMTimeoutError(E2RAGError, TimeoutError):
+    """An LLM call gave no answer within ``LLMRunner(timeout=...)`` (after the runner's retries).
+
+    A ``TimeoutError`` too, so code catching the built-in timeout catches it.
+    """
 
 
 class MissingModelError(E2RAGError):
@@ -23,3 +34,8 @@ class MissingModelError(E2RAGError):
 
 class VectorStoreError(E2RAGError):
     """A vector store cannot serve this index (refused before extraction starts) or failed."""
+
+
+class StoreDamagedError(E2RAGError):
+    """A persisted store's file is missing, unreadable or disagrees with the rest of the store;
+    the message names the file and the fix (usually ``e2rag repair --store DIR``)."""

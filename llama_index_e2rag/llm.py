@@ -2,14 +2,16 @@
 
 Every LLM call of the library goes through ``LLMRunner`` so that one place decides how structured
 output is obtained (function calling where the model has it, else JSON parsed from text with one
-repair round), how failures are retried, how many calls run at once, which answers are reused from
-the cache (an interrupted build resumes without paying twice), and what was spent.
+repair round), how long a call may take, how failures are retried, how many calls run at once,
+which answers are reused from the cache (an interrupted build resumes without paying twice), and
+what was spent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import os
@@ -24,7 +26,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from pydantic import BaseModel, ValidationError
 
-from llama_index_e2rag.errors import LLMOutputError, MissingModelError
+from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError, MissingModelError
 from llama_index_e2rag.llm_cache import CACHE_VERSION, ResponseCache
 from llama_index_e2rag.llm_parsing import (
     JSON_REPAIR_PROMPT,
@@ -36,6 +38,7 @@ from llama_index_e2rag.llm_parsing import (
 #: Re-exported: the cache and the parser lived here before they got modules of their own.
 __all__ = [
     "CACHE_VERSION",
+    "DEFAULT_LLM_TIMEOUT",
     "JSON_REPAIR_PROMPT",
     "LLMRunner",
     "LLMStats",
@@ -55,6 +58,11 @@ T = TypeVar("T")
 PromptLike = Union[BasePromptTemplate, str]
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+#: Seconds one LLM request may take before it counts as failed. An extraction answer for a
+#: 1,200-token chunk takes gpt-4o-mini some 5-60 s; 120 s leaves room for slow providers and
+#: local models while a hung connection costs minutes, not the whole build. LightRAG's default
+#: is 240 s (``LLM_TIMEOUT``).
+DEFAULT_LLM_TIMEOUT = 120.0
 
 
 def resolve_llm(llm: Optional[LLM] = None) -> Optional[LLM]:
@@ -111,12 +119,15 @@ class LLMStats:
     """What the runner spent: requests sent, answers reused, failures, tokens.
 
     ``calls`` counts every request sent to the LLM (retried attempts and JSON repairs included);
-    ``failures`` counts runner calls that ended in an error after retries and repair.
+    ``failures`` counts runner calls that ended in an error after retries and repair;
+    ``timeouts`` counts requests given up at the runner's ``timeout`` (each is then retried like
+    any failed request, so one timed-out call may count several).
     """
 
     calls: int = 0
     cache_hits: int = 0
     failures: int = 0
+    timeouts: int = 0
     retries: int = 0
     repairs: int = 0
     prompt_tokens: int = 0
@@ -195,6 +206,18 @@ class LLMRunner:
         backoff: first retry delay in seconds.
         use_function_calling: force or forbid the function-calling path; default: the LLM's
             ``metadata.is_function_calling_model``.
+        timeout: seconds one LLM request may take (default 120; ``None``: no limit). A request
+            past it is abandoned, counted in ``stats.timeouts`` and retried like any failure;
+            when the retries are spent the call raises ``LLMTimeoutError``. The limit covers
+            the request only, not the wait for a concurrency slot nor the backoff.
+
+    With a timeout, the sync methods (``structured`` / ``complete``) run each blocking LLM call
+    in a daemon thread of its own and wait for it from the event loop, so the limit fires even
+    when the LLM client never returns. Python cannot kill a thread: a timed-out thread is
+    abandoned, keeps its connection until the client gives up, and no longer holds a
+    concurrency slot (a hung provider can therefore have more than ``num_workers`` abandoned
+    requests open). Async calls are cancelled instead; an LLM client that ignores cancellation
+    keeps running in the background.
     """
 
     def __init__(
@@ -206,11 +229,15 @@ class LLMRunner:
         max_retries: int = 3,
         backoff: float = 0.5,
         use_function_calling: Optional[bool] = None,
+        timeout: Optional[float] = DEFAULT_LLM_TIMEOUT,
     ) -> None:
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if max_retries < 0 or backoff < 0:
             raise ValueError("max_retries and backoff must be >= 0")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds or None, got {timeout}")
+        self.timeout = timeout
         self.llm = llm
         self.cache = (
             cache if isinstance(cache, ResponseCache) or cache is None else ResponseCache(cache)
@@ -356,7 +383,9 @@ class LLMRunner:
         call = functools.partial(predict, output_cls, template, **prompt_args)
         try:
             result = await self._with_retries(call, kind, blocking)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
+            # llama-index parses the tool call's arguments itself (unbounded: a deeply nested
+            # answer raises RecursionError there); all of these are unusable output
             raise LLMOutputError(
                 f"The LLM's {kind} function call did not yield a valid {output_cls.__name__}: {exc}"
             ) from exc
@@ -381,14 +410,14 @@ class LLMRunner:
         return answer
 
     async def _with_retries(self, call: Callable[[], Any], kind: str, blocking: bool) -> Any:
-        """Run ``call`` in a concurrency slot, retrying exceptions with exponential backoff."""
+        """Run ``call`` in a concurrency slot, retrying exceptions (timeouts included) with
+        exponential backoff."""
         attempt = 0
         while True:
             try:
                 async with self._slot(blocking):
                     self.stats.add(kind=kind, calls=1)
-                    result = call()
-                    return result if blocking else await result
+                    return await self._attempt(call, kind, blocking, attempt)
             except Exception as exc:
                 if attempt >= self.max_retries:
                     raise
@@ -404,6 +433,34 @@ class LLMRunner:
                     delay,
                 )
                 await asyncio.sleep(delay)
+
+    async def _attempt(
+        self, call: Callable[[], Any], kind: str, blocking: bool, attempt: int
+    ) -> Any:
+        """One request, given up after ``timeout`` seconds (``LLMTimeoutError``).
+
+        ``asyncio.wait`` rather than ``wait_for``: a ``TimeoutError`` raised by the LLM client
+        itself stays that client's error instead of passing for ours.
+        """
+        if self.timeout is None:
+            result = call()
+            return result if blocking else await result
+        task = asyncio.ensure_future(_in_thread(call) if blocking else call())
+        task.add_done_callback(_retrieve_outcome)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.timeout)
+        except BaseException:  # we were cancelled: so is the request
+            task.cancel()
+            raise
+        if task in done:
+            return task.result()
+        task.cancel()
+        self.stats.add(timeouts=1)
+        raise LLMTimeoutError(
+            f"the LLM's {kind} call timed out after {self.timeout:g} s "
+            f"(attempt {attempt + 1} of {self.max_retries + 1}; LLMRunner(timeout=...) sets "
+            "the limit)"
+        )
 
     @contextlib.asynccontextmanager
     async def _slot(self, blocking: bool) -> AsyncIterator[None]:
@@ -433,3 +490,43 @@ class LLMRunner:
                     del self._loop_slots[closed]
                 semaphore = self._loop_slots[loop] = asyncio.Semaphore(self.num_workers)
             return semaphore
+
+
+def _retrieve_outcome(task: "asyncio.Future[Any]") -> None:
+    """Read an abandoned request's outcome so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def _in_thread(call: Callable[[], T]) -> T:
+    """``call()`` in a daemon thread of its own, awaited from the loop without blocking it.
+
+    Not ``asyncio.to_thread``: its executor is joined when ``asyncio.run`` ends, so a hung call
+    would hang the caller after all. A daemon thread that never returns is simply abandoned
+    (it cannot be killed); it does not keep the process alive. The caller's context variables
+    (llama-index's callback and instrumentation state) go with the call.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: Optional[BaseException]) -> None:
+        if future.done():  # given up on (timed out or cancelled)
+            return
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def run() -> None:
+        result: Any = None
+        error: Optional[BaseException] = None
+        try:
+            result = context.run(call)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting coroutine
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="e2rag-llm-call", daemon=True).start()
+    return await future

@@ -144,7 +144,10 @@ def build_query_engine(
 
     ``answer_llm`` answers from the assembled narrative context (``graph`` supplies the
     subgraph); without one, answers are extractive (best evidence sentences with their
-    positions, ranked with ``embed_model``).
+    positions, ranked with ``embed_model``). The answer is llama-index's call to
+    ``answer_llm``, not ``LLMRunner``'s, so the runner's timeout does not bound it: set the
+    timeout of the LLM's client (e.g. ``OpenAI(timeout=60)``). The retriever's own LLM calls
+    (cues, HyDE) go through the runner and its timeout.
     """
     if answer_llm is None:
         from llama_index_e2rag.extractive import ExtractiveSynthesizer

@@ -13,8 +13,11 @@ text inside the prompt, the way a (very literal) extraction model would:
   ``default_response``.
 
 Prompts containing ``fail_marker`` raise, those containing ``malformed_marker`` get unparseable
-output (both optionally only the first N times). With ``function_calling=True`` it reports
-``is_function_calling_model`` and answers llama-index tool calls with the same JSON.
+output (``malformed_text``; both optionally only the first N times), those containing
+``hang_marker`` never answer in time: the call sleeps ``hang_seconds`` (async: a cancellable
+``asyncio.sleep``; sync: a wait that ``release()`` ends early), then answers normally. With
+``function_calling=True`` it reports ``is_function_calling_model`` and answers llama-index tool
+calls with the same JSON.
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
     fail_times: Optional[int] = None
     malformed_marker: Optional[str] = None
     malformed_times: Optional[int] = None
+    malformed_text: str = _MALFORMED
+    hang_marker: Optional[str] = None
+    hang_times: Optional[int] = None
+    hang_seconds: float = 30.0
     fenced: bool = False
     report_usage: bool = False
     function_calling: bool = False
@@ -80,6 +87,8 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
     _kinds: Counter = PrivateAttr(default_factory=Counter)
     _failed: int = PrivateAttr(default=0)
     _malformed: int = PrivateAttr(default=0)
+    _hung: int = PrivateAttr(default=0)
+    _release: threading.Event = PrivateAttr(default_factory=threading.Event)
     _in_flight: int = PrivateAttr(default=0)
     _max_in_flight: int = PrivateAttr(default=0)
     _usage: Counter = PrivateAttr(default_factory=Counter)
@@ -100,6 +109,15 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
         return self._max_in_flight
 
     @property
+    def hung_calls(self) -> int:
+        """Calls that matched ``hang_marker`` and slept instead of answering."""
+        return self._hung
+
+    def release(self) -> None:
+        """End every sync hang now (and any later one at once): for test teardown."""
+        self._release.set()
+
+    @property
     def usage(self) -> dict[str, int]:
         """Tokens reported so far (whitespace words), when ``report_usage`` is on."""
         return dict(self._usage)
@@ -118,6 +136,8 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         self._enter()
         try:
+            if self._hangs(prompt):
+                self._release.wait(self.hang_seconds)
             return self._respond(prompt, kwargs)
         finally:
             self._leave()
@@ -129,6 +149,8 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
         self._enter()
         try:
             await asyncio.sleep(self.async_delay)
+            if self._hangs(prompt):
+                await asyncio.sleep(self.hang_seconds)
             return self._respond(prompt, kwargs)
         finally:
             self._leave()
@@ -204,7 +226,7 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
             )
         if fail:
             raise RuntimeError(f"scripted failure for a {kind} prompt")
-        text = _MALFORMED if malformed else self._answer(kind, prompt)
+        text = self.malformed_text if malformed else self._answer(kind, prompt)
         if self.fenced and text.startswith("{") and "tool_name" not in kwargs:
             text = f"Sure, here you go:\n```json\n{text}\n```\nHope this helps."
         extra: dict[str, Any] = {}
@@ -215,6 +237,10 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
             with self._lock:
                 self._usage.update(extra)
         return CompletionResponse(text=text, additional_kwargs=extra)
+
+    def _hangs(self, prompt: str) -> bool:
+        with self._lock:
+            return self._triggered(prompt, self.hang_marker, self.hang_times, "_hung")
 
     def _triggered(
         self, prompt: str, marker: Optional[str], times: Optional[int], counter: str

@@ -196,6 +196,36 @@ async def test_failed_group_keeps_its_chunks_and_other_groups_their_facts(hash_e
     assert "chrono layer 1" in failures[0]["reason"]
 
 
+@pytest.mark.parametrize("trouble", ["hang", "nested"])
+async def test_a_group_whose_llm_hangs_or_nests_too_deep_fails_alone(hash_embed, trouble):
+    """A hung call (timed out by the runner) or a 5,000-deep answer (refused by the bounded
+    parser, after the repair round) costs that group its facts and nothing else."""
+    llm = chrono_llm(hang_marker="chestnut" if trouble == "hang" else None)
+    if trouble == "nested":
+        relations = llm.handlers["chrono_relations"]
+        llm.handlers["chrono_relations"] = (
+            lambda prompt: "[" * 5_000 if "chestnut" in prompt else relations(prompt)
+        )
+    runner = LLMRunner(llm, max_retries=0, backoff=0.0, timeout=0.2)
+    builder = ChronoLayerBuilder(runner, chunk_tokens=20, group_size=2)
+    graph = NetworkXGraphStore()
+    nodes, _, failures = await builder.abuild(Document(text=HARBOUR, id_="h"), 0, [], graph)
+    chunks = [n for n in nodes if n.kind is NodeKind.CHUNK]
+    facts = [n for n in nodes if n.kind is NodeKind.FACT]
+    failed = {c.attrs["group"] for c in chunks if "chrono_error" in c.attrs}
+    assert failed == {chunks[-1].attrs["group"]}
+    assert facts and failed.isdisjoint(f.attrs["group"] for f in facts)
+    assert len(failures) == 1
+    if trouble == "hang":
+        assert "LLMTimeoutError" in failures[0]["reason"]
+        assert "timed out after 0.2 s" in failures[0]["reason"]
+        assert runner.stats.timeouts == 1 and llm.hung_calls == 1
+    else:
+        assert "LLMOutputError" in failures[0]["reason"]
+        assert "more than 64 levels deep" in failures[0]["reason"]
+        assert runner.stats.repairs == 1 and runner.stats.timeouts == 0
+
+
 def test_failed_group_reaches_the_extraction_report(hash_embed, two_docs):
     index = build(hash_embed, two_docs, llm=chrono_llm(fail_marker="chestnut"))
     report = [r for r in index.extraction_report() if "chrono layer 1" in r["reason"]]

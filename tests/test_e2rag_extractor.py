@@ -146,6 +146,61 @@ def test_a_malformed_chunk_is_recorded_and_the_others_are_extracted():
     assert extractor.llm_runner.stats.failures == 2
 
 
+def test_a_hung_chunk_times_out_is_recorded_and_the_others_are_extracted():
+    llm = ScriptedLLM(hang_marker="POISON")  # sleeps 30 s: only the timeout ends it quickly
+    nodes = chunks(CHAPTER_9, "POISON chunk that Harry wrote badly.", CHAPTER_16)
+    runner = LLMRunner(llm, timeout=0.2, max_retries=1, backoff=0.0)
+    returned = EntityEventExtractor(llm_runner=runner)(nodes)
+    assert list(returned) == nodes
+    reason = nodes[1].metadata[EXTRACTION_ERROR_KEY]
+    assert "entity_extraction failed: LLMTimeoutError" in reason
+    assert "event_extraction failed: LLMTimeoutError" in reason
+    assert "timed out after 0.2 s" in reason
+    results = [pop_graph(node) for node in nodes]
+    assert results[1][0] == []
+    assert results[0][0] and results[2][0] and results[0][2] is None and results[2][2] is None
+    # two passes, each tried twice
+    assert runner.stats.timeouts == 4 == llm.hung_calls and runner.stats.failures == 2
+
+
+def test_a_deeply_nested_answer_is_repaired_once_then_recorded():
+    llm = ScriptedLLM(malformed_marker="POISON", malformed_text="[" * 5_000)
+    nodes = chunks(CHAPTER_9, "POISON chunk that Harry wrote badly.")
+    runner = LLMRunner(llm, backoff=0.0)
+    EntityEventExtractor(llm_runner=runner)(nodes)
+    reason = nodes[1].metadata[EXTRACTION_ERROR_KEY]
+    assert "entity_extraction failed: LLMOutputError" in reason
+    assert "event_extraction failed: LLMOutputError" in reason
+    assert "levels deep" in reason
+    assert runner.stats.repairs == 2 and llm.calls_by_kind["json_repair"] == 2
+    assert pop_graph(nodes[0])[0] and pop_graph(nodes[1])[0] == []
+
+
+def test_index_reports_a_timed_out_chunk_and_indexes_the_rest():
+    """``E2RAGIndex(llm_timeout=...)``: the hung chunk is in ``extraction_report()`` (and stays
+    searchable as text), the other chunks have their graph, ``llm_stats()`` counts timeouts."""
+    from llama_index.core import Document
+    from test_index import NAMES, PARAGRAPHS, chunk_containing, make_index, vector_ids
+
+    hung = PARAGRAPHS[1].replace("Neville lost", "STUCK Neville lost")
+    text = "\n\n".join([PARAGRAPHS[0], hung, PARAGRAPHS[2]])
+    llm = ScriptedLLM(names=NAMES, hang_marker="STUCK")
+    index = make_index([Document(text=text, id_="phantom")], llm=llm, llm_timeout=0.2,
+                       max_retries=1)
+    assert index.llm_runner.timeout == 0.2
+    bad = chunk_containing(index, "STUCK")
+    report = index.extraction_report()
+    assert {(r["doc_id"], r["chunk_id"]) for r in report} == {("phantom", bad.id)}
+    assert "LLMTimeoutError" in report[0]["reason"]
+    assert "timed out after 0.2 s" in report[0]["reason"]
+    assert bad.id in vector_ids(index, NodeKind.CHUNK)
+    assert not [m for m in index.graph_store.nodes(NodeKind.MENTION) if m.chunk_id == bad.id]
+    good = chunk_containing(index, "troll fight")
+    assert [m for m in index.graph_store.nodes(NodeKind.MENTION) if m.chunk_id == good.id]
+    stats = index.llm_stats()
+    assert stats["timeouts"] == 4 and stats["failures"] == 2
+
+
 def test_a_failing_pass_keeps_what_the_other_pass_found():
     llm = ScriptedLLM(fail_marker="---Task: event_extraction---")
     nodes = chunks(CHAPTER_9)

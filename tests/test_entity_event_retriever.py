@@ -16,9 +16,10 @@ from test_index import NAMES, STORY, chunk_containing, load, make_index
 
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.e2rag import EntityEventExtractor
+from llama_index_e2rag.extract.grounded import GroundedExtractor
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.llm import LLMRunner
-from llama_index_e2rag.retrievers.entity_event import HYDE_VARIANTS
+from llama_index_e2rag.retrievers.entity_event import HYDE_VARIANTS, EntityEventRetriever
 from llama_index_e2rag.schema import EdgeKind, NodeKind
 
 LATER_FACET = "What did Hermione do after the troll fight?"
@@ -172,11 +173,48 @@ def test_hyde_without_an_llm_is_refused_clearly() -> None:
         index.as_retriever(mode="entity_event", hyde="comb_extraction")
 
 
-def test_unusable_cue_output_falls_back_to_the_query(index: E2RAGIndex) -> None:
+def llm_free(index: E2RAGIndex) -> EntityEventRetriever:
+    """The retriever without an LLM: cues from the grounded parser."""
+    return EntityEventRetriever(index.stores, index.embed_model, parser=GroundedExtractor())
+
+
+def test_unusable_cue_output_falls_back_to_the_parsers_cues(index: E2RAGIndex) -> None:
     llm = ScriptedLLM(names=NAMES, malformed_marker="troll fight")
-    nodes = index.as_retriever(mode="entity_event", llm=llm).retrieve(LATER_FACET)
-    assert llm.calls_by_kind["query_cues"] >= 1
+    retriever = index.as_retriever(mode="entity_event", llm=llm)
+    nodes = retriever.retrieve(LATER_FACET)
+    assert llm.calls_by_kind["query_cues"] >= 1 and llm.calls_by_kind["json_repair"] >= 1
     assert nodes[0].node.node_id == chunk_containing(index, "troll fight").id
+    offline = llm_free(index)
+    plan, expected = retriever.plan(LATER_FACET), offline.plan(LATER_FACET)
+    assert plan.entity_cues == expected.entity_cues and "Hermione" in plan.entity_cues
+    assert plan.event_cues == expected.event_cues
+    assert summary(nodes) == summary(offline.retrieve(LATER_FACET))
+
+
+async def test_a_deeply_nested_cue_answer_still_retrieves(index: E2RAGIndex) -> None:
+    """5,000 ``[`` used to escape the parser as RecursionError out of ``retrieve()``."""
+    llm = ScriptedLLM(names=NAMES, handlers={"query_cues": lambda prompt: "[" * 5_000})
+    retriever = index.as_retriever(mode="entity_event", llm=llm)
+    nodes = retriever.retrieve(LATER_FACET)
+    assert nodes and llm.calls_by_kind["json_repair"] == 1  # the repair round was taken
+    assert summary(await retriever.aretrieve(LATER_FACET)) == summary(nodes)
+    assert summary(nodes) == summary(llm_free(index).retrieve(LATER_FACET))
+
+
+async def test_a_hung_cue_call_times_out_to_the_parsers_cues(index: E2RAGIndex) -> None:
+    llm = ScriptedLLM(names=NAMES, hang_marker="---Task: query_cues---")  # sleeps 30 s
+    runner = LLMRunner(llm, timeout=0.2, max_retries=0)
+    retriever = EntityEventRetriever(
+        index.stores, index.embed_model, llm_runner=runner, parser=GroundedExtractor()
+    )
+    try:
+        nodes = retriever.retrieve(LATER_FACET)  # blocking path: the LLM call runs in a thread
+        again = await retriever.aretrieve(LATER_FACET)  # async path: the call is cancelled
+    finally:
+        llm.release()
+    assert nodes and summary(again) == summary(nodes)
+    assert summary(nodes) == summary(llm_free(index).retrieve(LATER_FACET))
+    assert llm.hung_calls == 2 and runner.stats.timeouts == 2
 
 
 def test_persisted_index_retrieves_exactly_the_same(index: E2RAGIndex, tmp_path: Path) -> None:

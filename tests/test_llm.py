@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from scripted_llm import ScriptedLLM
 
 from llama_index_e2rag import llm as llm_module
-from llama_index_e2rag.errors import LLMOutputError
+from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError
 from llama_index_e2rag.extract.prompts import (
     ENTITY_EXTRACTION_PROMPT,
     EVENT_EXTRACTION_PROMPT,
@@ -283,6 +283,94 @@ def test_invalid_settings_are_rejected():
         LLMRunner(ScriptedLLM(), num_workers=0)
     with pytest.raises(ValueError):
         LLMRunner(ScriptedLLM(), backoff=-1)
+    with pytest.raises(ValueError, match="timeout"):
+        LLMRunner(ScriptedLLM(), timeout=0)
+
+
+# -- timeouts -----------------------------------------------------------------------------------
+# A hung LLM sleeps 30 s (ScriptedLLM.hang_seconds) against a 0.2 s timeout: a runner that did
+# not enforce it would make these tests take minutes, not fail quietly.
+
+
+async def test_a_hung_async_call_times_out_and_the_retry_answers():
+    llm = ScriptedLLM(hang_marker="Snitch", hang_times=1)
+    runner = LLMRunner(llm, timeout=0.2, backoff=0.0)
+    result = await runner.astructured(
+        ENTITY_EXTRACTION_PROMPT, EntityExtraction, kind="entity_extraction", text=TEXT
+    )
+    assert [e.name for e in result.entities] == llm.names_in(TEXT)
+    assert llm.hung_calls == 1
+    stats = runner.stats
+    assert (stats.timeouts, stats.retries, stats.calls, stats.failures) == (1, 1, 2, 0)
+
+
+def test_a_hung_blocking_call_is_abandoned_and_reported_after_the_retries():
+    llm = ScriptedLLM(hang_marker="glared")  # TEXT's second sentence, not the prompt's examples
+    runner = LLMRunner(llm, timeout=0.2, max_retries=1, backoff=0.0, num_workers=1)
+    try:
+        expected = r"timed out after 0\.2 s \(attempt 2 of 2"
+        with pytest.raises(LLMTimeoutError, match=expected) as err:
+            entities(runner)  # the sync method: the LLM's blocking complete() never returns
+        assert isinstance(err.value, TimeoutError)
+        assert llm.hung_calls == 2
+        assert runner.stats.as_dict()["timeouts"] == 2 and runner.stats.failures == 1
+        # the abandoned threads hold no concurrency slot: the one slot serves the next call
+        assert [e.name for e in entities(runner, "Ron met Harry.").entities] == ["Ron", "Harry"]
+    finally:
+        llm.release()
+
+
+def test_no_timeout_waits_for_a_slow_llm():
+    llm = ScriptedLLM(hang_marker="Snitch", hang_seconds=0.3)
+    runner = LLMRunner(llm, timeout=None)
+    assert entities(runner).entities and runner.stats.timeouts == 0 and llm.hung_calls == 1
+
+
+def test_the_llms_own_timeout_error_is_not_taken_for_the_runners():
+    def provider_timeout(prompt: str) -> str:
+        raise TimeoutError("read timeout from the provider")
+
+    llm = ScriptedLLM(handlers={"entity_extraction": provider_timeout})
+    runner = LLMRunner(llm, timeout=5.0, max_retries=0)
+    with pytest.raises(TimeoutError, match="provider") as err:
+        entities(runner)
+    assert not isinstance(err.value, LLMTimeoutError) and runner.stats.timeouts == 0
+
+
+def test_a_hung_function_call_is_a_timeout_not_an_output_error():
+    llm = ScriptedLLM(function_calling=True, hang_marker="Snitch")
+    runner = LLMRunner(llm, timeout=0.2, max_retries=0)
+    try:
+        with pytest.raises(LLMTimeoutError, match="timed out after 0.2 s"):
+            entities(runner)
+    finally:
+        llm.release()
+    assert runner.stats.timeouts == 1 and llm.hung_calls == 1
+
+
+# -- bounded parsing through the runner ----------------------------------------------------------
+
+
+def test_a_deeply_nested_answer_takes_the_repair_round_then_is_an_output_error():
+    deep = "[" * 5_000
+    fixed = ScriptedLLM(malformed_marker="Snitch", malformed_times=1, malformed_text=deep)
+    runner = LLMRunner(fixed)
+    assert [e.name for e in entities(runner).entities] == fixed.names_in(TEXT)
+    assert fixed.calls_by_kind == {"entity_extraction": 1, "json_repair": 1}
+    assert "levels deep" in fixed.prompts[1]  # the repair prompt says what was wrong
+
+    broken = ScriptedLLM(malformed_marker="Snitch", malformed_text=deep)
+    runner = LLMRunner(broken)
+    with pytest.raises(LLMOutputError, match="even after one repair round.*levels deep"):
+        entities(runner)
+    assert runner.stats.repairs == 1 and runner.stats.failures == 1
+
+
+def test_a_deeply_nested_tool_call_is_an_output_error():
+    llm = ScriptedLLM(function_calling=True, malformed_marker="Snitch", malformed_text="[" * 5_000)
+    runner = LLMRunner(llm, max_retries=0)
+    with pytest.raises(LLMOutputError, match="function call"):
+        entities(runner)
 
 
 # -- cache --------------------------------------------------------------------------------------

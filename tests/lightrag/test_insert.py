@@ -108,6 +108,52 @@ async def test_bad_event_output_for_one_chunk_keeps_the_document(
     assert any(n.chunk_id == "story-chunk-001" and n.kind == NodeKind.MENTION for n in nodes)
 
 
+async def test_deeply_nested_event_output_is_a_failed_chunk_after_the_repair_round(
+    rag_factory, scripted_shared, lightrag_llm, tmp_path: Path
+):
+    """5,000 ``[`` used to escape the shared parser as RecursionError (no repair round)."""
+    scripted_shared.malformed_marker = "troll"  # the second paragraph
+    scripted_shared.malformed_text = "[" * 5_000
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+
+    assert (await rag.doc_status.get_by_id("story"))["status"] == "processed"
+    record = await rag.event_layer.get_record("story")
+    failed = record["metadata"]["failed_chunks"]
+    assert list(failed) == ["story-chunk-001"]
+    assert "LLMOutputError" in failed["story-chunk-001"]
+    assert "more than 64 levels deep" in failed["story-chunk-001"]
+    repairs = [p for kind, p in lightrag_llm.calls if kind == "json_repair"]
+    assert len(repairs) == 1 and "troll" in repairs[0]
+    nodes = await _layer_nodes(rag, "story")
+    events_by_chunk = {n.chunk_id for n in nodes if n.kind == NodeKind.EVENT}
+    assert events_by_chunk == {"story-chunk-000", "story-chunk-002"}
+
+
+async def test_event_call_past_lightrags_llm_timeout_is_a_failed_chunk(
+    rag_factory, scripted_shared, tmp_path: Path
+):
+    """The event pass calls LightRAG's wrapped ``extract`` role function, so LightRAG's own
+    timeout applies (its queue gives up after ``2 * default_llm_timeout`` s)."""
+    scripted_shared.hang_marker = "troll"  # only our event prompt reaches the shared fake
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag", default_llm_timeout=1)
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+
+    assert (await rag.doc_status.get_by_id("story"))["status"] == "processed"
+    record = await rag.event_layer.get_record("story")
+    failed = record["metadata"]["failed_chunks"]
+    assert list(failed) == ["story-chunk-001"]
+    assert "TimeoutError" in failed["story-chunk-001"]
+    assert "timeout after 2s" in failed["story-chunk-001"]  # 2 * default_llm_timeout
+    assert scripted_shared.hung_calls == 1
+    nodes = await _layer_nodes(rag, "story")
+    assert {n.chunk_id for n in nodes if n.kind == NodeKind.EVENT} == {
+        "story-chunk-000",
+        "story-chunk-002",
+    }
+    assert any(n.chunk_id == "story-chunk-001" and n.kind == NodeKind.MENTION for n in nodes)
+
+
 async def test_failed_chunk_is_retried_by_backfill(rag_factory, scripted_shared, tmp_path: Path):
     scripted_shared.malformed_marker = "troll"
     rag = await rag_factory(E2LightRAG, tmp_path / "rag")

@@ -229,6 +229,31 @@ async def test_e2rag_falls_back_to_the_query_when_cues_are_empty(
     assert data["data"]["chunks"][0]["chunk_id"] == "story-chunk-002"
 
 
+async def test_e2rag_deeply_nested_cue_answer_seeds_from_the_query(
+    rag_factory, scripted_shared, lightrag_llm, tmp_path: Path
+):
+    """5,000 ``[`` used to escape the cue parser as RecursionError out of the query."""
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    scripted_shared.handlers["query_cues"] = lambda prompt: "[" * 5_000
+    data = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert data["status"] == "success" and data["data"]["chunks"]
+    assert lightrag_llm.kinds().count("json_repair") == 1  # the repair round was taken
+    answer = await rag.aquery_llm(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert answer["status"] == "success"
+
+
+async def test_e2rag_cue_call_past_lightrags_llm_timeout_seeds_from_the_query(
+    rag_factory, scripted_shared, tmp_path: Path
+):
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag", default_llm_timeout=1)
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    scripted_shared.hang_marker = "---Task: query_cues---"  # sleeps 30 s
+    data = await rag.aquery_data(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
+    assert data["status"] == "success" and data["data"]["chunks"]
+    assert scripted_shared.hung_calls == 1
+
+
 async def test_e2rag_reranks_only_competing_mentions_like_the_package(
     rag_factory, scripted_shared, tmp_path: Path
 ):
