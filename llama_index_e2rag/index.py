@@ -53,6 +53,8 @@ from llama_index_e2rag.ingest import (
     embed_staged,
     stage_document,
     validate_document,
+    validate_documents,
+    validate_nodes,
 )
 from llama_index_e2rag.llm import run_sync
 from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_CLASSES, RETRIEVER_MODES
@@ -117,6 +119,12 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             model's input limit when it declares one (``max_length``, 256 for MiniLM).
         chunk_overlap: default ``chunk_size // 12`` (LightRAG's ratio).
         passage_words: length of the ``narrative`` mode's sentence-aligned passages (default 30).
+        llm_timeout: seconds one request of the index's ``llm_runner`` may take (``None``: no
+            limit); a request past it is retried like any failure, then the chunk is reported
+            in ``extraction_report()`` ("timed out after N s") and stays indexed as text.
+            Counted in ``llm_stats()["timeouts"]``. Retrieval's cue and HyDE calls go through
+            the same runner; the final answer is llama-index's call to the answer LLM (set the
+            timeout of its client). An extractor given its own ``LLMRunner`` keeps that one's.
         cache_dir: folder of the persistent LLM response cache; ``None`` keeps no disk cache.
             Give one to make an interrupted build resumable without repeating finished calls.
         graph_store: a ``GraphStore`` (e.g. ``PostgresGraphStore``); default: SQLite, in a
@@ -150,6 +158,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         combined: Optional[bool] = None,
         num_workers: int = 4,
         max_retries: int = 3,
+        llm_timeout: Optional[float] = 120.0,
         cache_dir: Optional[str] = None,
         graph_store: Optional[GraphStore] = None,
         vector_store: Optional[BasePydanticVectorStore] = None,
@@ -159,6 +168,11 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         callback_manager: Optional[CallbackManager] = None,
         **kwargs: Any,
     ) -> None:
+        # the stores first: a loaded index's settings are the ones its graph committed last
+        storage_context = storage_context or StorageContext.from_defaults()
+        self._stores, self._vectors_label = persistence.open_stores(
+            storage_context, index_struct, graph_store, vector_store, vector_stores, persist_dir
+        )
         config = dict(index_struct.config) if index_struct is not None else {}
         self._chunk_size: Optional[int] = chunk_size or config.get("chunk_size")
         self._chunk_overlap: Optional[int] = (
@@ -181,6 +195,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             self._doc_builders = restore_builders(config.get("doc_builders", {}))
         self._num_workers = num_workers
         self._max_retries = max_retries
+        self._llm_timeout = llm_timeout
         self._cache_dir = cache_dir
         # guards the lazily built models, runner, extractors and splitter (first use may race)
         self._lazy_lock = threading.RLock()
@@ -190,10 +205,6 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         self._stats_synced: dict[str, Any] = {}
         self._embed_model: Optional[BaseEmbedding] = None
         self._write_lock = WriteLock()
-        storage_context = storage_context or StorageContext.from_defaults()
-        self._stores, self._vectors_label = persistence.open_stores(
-            storage_context, index_struct, graph_store, vector_store, vector_stores, persist_dir
-        )
         self.doc_orders = DocOrders(self._stores.graph.doc_orders)
         storage_context.graph_store.show_progress = show_progress  # type: ignore[attr-defined]
         super().__init__(
@@ -216,8 +227,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         **kwargs: Any,
     ) -> "E2RAGIndex":
         """Validate every document, then build; nothing is stored if a document is bad."""
-        for doc in documents:
-            validate_document(doc)
+        validate_documents(documents)
         index = cls(
             index_struct=E2RAGIndexStruct(),
             storage_context=storage_context,
@@ -274,6 +284,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
                         cache=cache,
                         num_workers=self._num_workers,
                         max_retries=self._max_retries,
+                        timeout=self._llm_timeout,
                     )
         return self._llm_runner
 
@@ -368,7 +379,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
     # -- insertion ------------------------------------------------------------------------------
     def insert(self, document: Document, **insert_kwargs: Any) -> None:
         """Index one document; re-inserting a known document id replaces it."""
-        validate_document(document)
+        validate_documents([document])
         run_sync(self.ainsert(document, **insert_kwargs))
 
     async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:
@@ -380,17 +391,17 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
 
     async def ainsert_documents(self, documents: Sequence[Document]) -> None:
         """Validate all, chunk, extract, build, embed; then commit document by document."""
-        for doc in documents:
-            validate_document(doc)
-        orders = self.doc_orders.reserve([doc.id_ for doc in documents])
-        try:
-            groups = [
-                (doc, doc.id_, orders[doc.id_], chunk_document(self.splitter, doc, orders[doc.id_]))
-                for doc in documents
-            ]
-            await self._aindex_groups(groups)
-        finally:
-            self.doc_orders.release(orders)
+        validate_documents(documents)
+        async with self._stores.locks.awriter():
+            orders = self.doc_orders.reserve([doc.id_ for doc in documents])
+            try:
+                groups = [
+                    (doc, doc.id_, orders[doc.id_], chunk_document(self.splitter, doc, orders[doc.id_]))
+                    for doc in documents
+                ]
+                await self._aindex_groups(groups)
+            finally:
+                self.doc_orders.release(orders)
 
     def insert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
         run_sync(self.ainsert_nodes(nodes, **insert_kwargs))
@@ -403,6 +414,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         run_sync(self._aindex_nodes(nodes))
 
     async def _aindex_nodes(self, nodes: Sequence[BaseNode]) -> None:
+        validate_nodes(nodes)
         if self._doc_builders and nodes:
             raise ValueError(
                 "document builders need whole documents; index with from_documents() or "
@@ -413,17 +425,18 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             if not isinstance(node, TextNode):
                 raise TypeError(f"E2RAGIndex indexes TextNodes, got {type(node).__name__}")
             by_doc.setdefault(chunk_doc_id(node), []).append(node)
-        orders = self.doc_orders.reserve(list(by_doc))
-        try:
-            for doc_id, chunks in by_doc.items():
-                for chunk in chunks:
-                    chunk.metadata[DOC_ORDER_KEY] = orders[doc_id]
-                    hide_internal_keys(chunk)
-            await self._aindex_groups(
-                [(None, doc_id, orders[doc_id], chunks) for doc_id, chunks in by_doc.items()]
-            )
-        finally:
-            self.doc_orders.release(orders)
+        async with self._stores.locks.awriter():
+            orders = self.doc_orders.reserve(list(by_doc))
+            try:
+                for doc_id, chunks in by_doc.items():
+                    for chunk in chunks:
+                        chunk.metadata[DOC_ORDER_KEY] = orders[doc_id]
+                        hide_internal_keys(chunk)
+                await self._aindex_groups(
+                    [(None, doc_id, orders[doc_id], chunks) for doc_id, chunks in by_doc.items()]
+                )
+            finally:
+                self.doc_orders.release(orders)
 
     @property
     def extractors(self) -> list[TransformComponent]:
@@ -477,11 +490,15 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         vectors = await embed_staged(embed_model, [s.graph for s in staged], self._show_progress)
         writes = [document_write(stage, vectors) for stage in staged]
         async with self._write_lock.hold():
-            for write in _progress(writes, "Writing stores", self._show_progress):
-                await self._stores.areplace_document(write)
             if vectors:
                 self._index_struct.config["embed_model"] = embed_model.model_name
             self._sync_llm_stats()
+            self._record_config()
+            with _progress_steps("Writing stores", len(writes), self._show_progress):
+                # the whole batch is one commit: a crash leaves all of it or none
+                await self._stores.areplace_documents(
+                    writes, persistence.index_meta(self._index_struct)
+                )
             await self._afinish_write()
 
     async def _acheck_dim(self) -> None:
@@ -525,21 +542,24 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         if ref_doc_id not in self._stores.graph.doc_orders():
             logger.warning("ref_doc_id %s not found, nothing deleted.", ref_doc_id)
             return
-        async with self._write_lock.hold():
+        async with self._stores.locks.awriter(), self._write_lock.hold():
             await self._stores.adelete_document(ref_doc_id, docstore=delete_from_docstore)
             await self._afinish_write()
 
     def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
-        """Remove one graph node (and its edges) and its vector."""
-        self._stores.graph.delete_nodes([node_id])
-        for storage in (self._stores.vectors, self._stores.vector_copy):
-            if storage is not None:
-                storage.delete_ids([node_id])
+        """Remove one graph node (and its edges) and its vector, as one commit."""
+        stores = self._stores
+        with stores.locks.writer(), stores.locks.committing():
+            stores.graph.delete_nodes([node_id])
+            for storage in (stores.vectors, stores.vector_copy):
+                if storage is not None:
+                    storage.delete_ids([node_id])
+            if stores.flush is not None:
+                stores.flush()
 
     # -- persistence ----------------------------------------------------------------------------
-    async def _afinish_write(self) -> None:
-        """Record the configuration in the struct; in a persisted index, make the vectors in its
-        folder match the graph just committed (each write is durable there, as the graph is)."""
+    def _record_config(self) -> None:
+        """The build settings the struct records (and each commit writes into the graph)."""
         self._index_struct.config.update(
             chunk_size=self.chunk_size,
             chunk_overlap=self.chunk_overlap,
@@ -548,9 +568,10 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             doc_builders=builder_configs(self._doc_builders),
             vectors=self._vectors_label,
         )
-        home = persistence.pointer_home(self._storage_context)
-        if home is not None:
-            await asyncio.to_thread(persistence.flush_vectors, self._stores, home)
+
+    async def _afinish_write(self) -> None:
+        """Hand the struct to llama-index's index store (saved by the next ``persist``)."""
+        self._record_config()
         await self._storage_context.index_store.async_add_index_struct(self._index_struct)
 
     # -- retrieval ------------------------------------------------------------------------------
@@ -608,6 +629,21 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             llm if llm is not None else self.llm,
             streaming=streaming,
         )
+
+
+def _progress_steps(desc: str, total: int, show: bool) -> Any:
+    """A tqdm bar that completes when the block it wraps does (one commit of ``total`` docs)."""
+    from contextlib import contextmanager
+
+    from tqdm.auto import tqdm
+
+    @contextmanager
+    def bar() -> Any:
+        with tqdm(total=total, desc=desc, unit="doc", disable=not show) as progress:
+            yield
+            progress.update(total)
+
+    return bar()
 
 
 def _progress(items: Sequence[Any], desc: str, show: bool) -> Any:

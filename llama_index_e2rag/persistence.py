@@ -7,9 +7,15 @@ files, a manifest) and leaves in ``graph_store.json`` a pointer to that folder. 
 only one ``StorageContext.from_defaults(persist_dir=dir)`` loads whatever the user passes, so
 ``load_index_from_storage`` finds the stores again with llama-index's own calls.
 
-Once persisted (or loaded), the stores are databases in that folder: each inserted or deleted
-document is written there as it commits, and ``persist`` only checkpoints and writes what is
-derived (BM25) and llama-index's JSON files.
+Once persisted (or loaded), the stores are databases in that folder: each insert or delete is
+written there as it commits, and ``persist`` only checkpoints and writes what is derived (BM25)
+and llama-index's JSON files, each atomically (``llama_files``) and checksummed (``checksums``).
+
+Nothing is lost: the graph is the record. Each commit stores, in the graph's own transaction,
+each document's record (hash, vector counts, digest) and the index settings (``INDEX_META``), so
+after a crash at any point the graph says what every other file should hold. Opening a store
+checks the files against it (``store_check``) and brings llama-index's docstore and the index
+struct, saved only by ``persist``, up to the graph.
 """
 
 from __future__ import annotations
@@ -25,11 +31,14 @@ from llama_index.core.graph_stores.simple import SimpleGraphStore
 from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from llama_index_e2rag.errors import E2RAGError, VectorStoreError
+from llama_index_e2rag.checksums import file_sum
+from llama_index_e2rag.errors import E2RAGError, StoreDamagedError, VectorStoreError
 from llama_index_e2rag.files import atomic_write_text
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.llama_files import make_atomic, write_checked
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 from llama_index_e2rag.lexical import LexicalIndex
+from llama_index_e2rag.locks import StoreLocks
 from llama_index_e2rag.stores import Stores
 from llama_index_e2rag.vectors.base import VectorStorage
 from llama_index_e2rag.vectors.embedded import EmbeddedVectors
@@ -40,12 +49,20 @@ VECTORS_DIR = "vectors"
 VECTOR_COPY_DIR = "vector_copy"
 LEXICAL_DIR = "lexical"
 MANIFEST_FILE = "manifest.json"
+#: Checksums of the BM25 files, saved with them.
+LEXICAL_SUMS = "sums.json"
 STORE_FORMAT = "llama-index-e2rag/store"
 STORE_VERSION = 1
 #: Subject of the pointer triple in ``graph_store.json`` (a ``SimpleGraphStore`` file).
 POINTER = "__llama_index_e2rag__"
 #: ``config["vectors"]`` of an index whose vectors are in its own folder.
 EMBEDDED = "embedded"
+#: Graph metadata key of the index struct's settings and LLM spending (JSON).
+INDEX_META = "index"
+
+
+def repair_hint(persist_dir: Path) -> str:
+    return f"run: e2rag repair --store {persist_dir}"
 
 
 class StoresSlot:
@@ -64,14 +81,20 @@ class StoresSlot:
         self.label = label
 
     def persist(self, persist_path: str, fs: Any = None) -> None:
-        """Save the stores beside ``persist_path`` and write the pointer in its place."""
+        """Save the stores beside ``persist_path`` and write the pointer in its place (alone:
+        no commit or retrieval of any process runs meanwhile)."""
         if fs is not None and "file" not in getattr(fs, "protocol", ("file",)):
             raise E2RAGError("E2RAGIndex persists to a local directory only (no fsspec remote)")
         home = Path(persist_path).parent.resolve() / E2RAG_DIR
-        save(self.stores, home, self.show_progress)
-        self.home = home
-        pointer = {"graph_dict": {POINTER: [["home", str(home)], ["format", STORE_FORMAT]]}}
-        atomic_write_text(Path(persist_path), json.dumps(pointer))
+        locks = self.stores.locks
+        if locks.home is None or locks.home != home:
+            locks.bind(home)  # a first save, or a copy: lock the folder written to
+        with locks.writer(), locks.committing():
+            save(self.stores, home, self.show_progress)
+            self.home = home
+            pointer = {"graph_dict": {POINTER: [["home", str(home)], ["format", STORE_FORMAT]]}}
+            write_checked(persist_path, json.dumps(pointer))
+        bind(self.stores, home)
         from llama_index_e2rag.migrate import legacy_vector_files
 
         for path in legacy_vector_files(home.parent):  # 0.1.0's, now in the new layout
@@ -131,10 +154,13 @@ def open_graph(home: Optional[Path]) -> SQLiteGraphStore:
         return SQLiteGraphStore()
     path = home / GRAPH_FILE
     if not path.exists():
-        raise E2RAGError(
-            f"{path} is missing: the e2rag store at {home} is incomplete; re-index the documents"
+        raise StoreDamagedError(
+            f"{path} is missing: the graph of the store in {home.parent} is lost; "
+            f"{repair_hint(home.parent)} (rebuilds it from docstore.json's chunks)"
         )
-    return SQLiteGraphStore(path)
+    graph = SQLiteGraphStore(path)
+    graph.repair_hint = repair_hint(home.parent)
+    return graph
 
 
 def open_vectors(
@@ -197,14 +223,18 @@ def _embedded(home: Optional[Path], name: str) -> EmbeddedVectors:
 
 
 def open_lexical(home: Optional[Path]) -> Optional[LexicalIndex]:
-    """The persisted BM25 index, or None (it is rebuilt from the passages when needed)."""
+    """The persisted BM25 index, or None (it is rebuilt from the passages when needed): derived
+    data is used only when every file matches the checksums saved with it."""
     folder = home / LEXICAL_DIR if home is not None else None
     if folder is None or not folder.is_dir():
         return None
     try:
+        sums = json.loads((folder / LEXICAL_SUMS).read_text())
+        if any(file_sum(folder / name) != sums[name] for name in sums) or not sums:
+            return None
         return LexicalIndex.load(folder)
-    except (OSError, ValueError, KeyError):
-        return None  # derived data: a damaged copy is rebuilt, never trusted
+    except Exception:  # noqa: BLE001 - a damaged derived file is rebuilt, never trusted
+        return None
 
 
 def open_stores(
@@ -217,8 +247,10 @@ def open_stores(
 ) -> tuple[Stores, str]:
     """The stores of a new or loaded index (``index_struct``: its ``E2RAGIndexStruct``, None
     when new), installed in the storage context's graph slot; returns them and the vectors'
-    label."""
+    label. A loaded store is checked first, and the struct and docstore brought up to the
+    graph (a crash may have stopped a save between the graph's commit and ``persist``)."""
     check_slot(storage_context)
+    make_atomic(storage_context)
     home = find_home(storage_context, persist_dir)
     slot = storage_context.graph_store
     if isinstance(slot, StoresSlot) and graph_store is None:
@@ -231,24 +263,89 @@ def open_stores(
         stores, label = legacy_stores(index_struct, storage_context, graph_store)
         home = None  # converted in memory: the next persist writes the new layout
     else:
-        config = index_struct.config if index_struct is not None else {}
-        graph = graph_store if graph_store is not None else open_graph(home)
-        vectors, copy, label = open_vectors(
-            storage_context, config, home, vector_store, vector_stores
-        )
-        stores = Stores(
-            graph, vectors, storage_context.docstore, copy, open_lexical(home)
-        )
-        if home is None and label == EMBEDDED and graph.doc_orders():
-            raise E2RAGError(
-                "this index's graph has documents but its vectors were saved in a persist "
-                "directory that cannot be found (a graph_store given to StorageContext hides "
-                "graph_store.json); pass load_index_from_storage(storage_context, persist_dir=...)"
+        from llama_index_e2rag import store_check
+
+        built = index_struct is not None and bool(index_struct.config)
+        if built and home is None and graph_store is None:
+            raise StoreDamagedError(
+                "this index's store has no e2rag folder: graph_store.json is missing or names "
+                "none (a save interrupted before it finished?); if the folder holds an e2rag/ "
+                "directory, run: e2rag repair --store <folder>; otherwise index the documents "
+                "again"
             )
+        locks = StoreLocks(home)
+        with locks.reading():  # no commit of another process lands while we open and check
+            if home is not None:
+                store_check.check_files(home.parent)
+            graph = graph_store if graph_store is not None else open_graph(home)
+            if index_struct is not None:
+                restore_struct(graph, index_struct)
+            config = index_struct.config if index_struct is not None else {}
+            try:
+                vectors, copy, label = open_vectors(
+                    storage_context, config, home, vector_store, vector_stores
+                )
+            except VectorStoreError as exc:
+                if home is None or label_of(config) != EMBEDDED:
+                    raise
+                raise StoreDamagedError(f"{exc}; {repair_hint(home.parent)}") from exc
+            stores = Stores(
+                graph, vectors, storage_context.docstore, copy, open_lexical(home), locks
+            )
+            if home is None and label == EMBEDDED and graph.doc_orders():
+                raise E2RAGError(
+                    "this index's graph has documents but its vectors were saved in a persist "
+                    "directory that cannot be found (a graph_store given to StorageContext "
+                    "hides graph_store.json); pass load_index_from_storage(storage_context, "
+                    "persist_dir=...)"
+                )
+            if home is not None:
+                store_check.check_counts(stores, home.parent)
+                bind(stores, home)
+            if home is not None or (graph_store is not None and graph.doc_orders()):
+                stores.reconcile_docstore()
+            stores.sync()
     storage_context.graph_store = StoresSlot(  # type: ignore[assignment]
         stores, home, label
     )
     return stores, label
+
+
+def label_of(config: Mapping[str, Any]) -> str:
+    return config.get("vectors") or EMBEDDED
+
+
+def restore_struct(graph: GraphStore, index_struct: Any) -> None:
+    """Take the settings and LLM spending the graph committed last (``index_store.json`` is
+    written only by ``persist``, so it may be older)."""
+    stored = graph.get_meta(INDEX_META)
+    if stored is None:
+        return
+    meta = json.loads(stored)
+    index_struct.config = dict(meta.get("config") or {})
+    index_struct.llm_stats = dict(meta.get("llm_stats") or {})
+
+
+def index_meta(index_struct: Any) -> dict[str, str]:
+    """The graph metadata a commit writes with its documents."""
+    return {
+        INDEX_META: json.dumps(
+            {
+                "index_id": index_struct.index_id,
+                "config": index_struct.config,
+                "llm_stats": index_struct.llm_stats,
+            },
+            sort_keys=True,
+        )
+    }
+
+
+def bind(stores: Stores, home: Path) -> None:
+    """Make the stores' commits durable in ``home`` (vectors flushed before each graph commit)
+    and lock the folder for other processes."""
+    if stores.locks.home != home:
+        stores.locks.bind(home)
+    stores.flush = lambda: flush_vectors(stores, home)
 
 
 # -- saving -------------------------------------------------------------------------------------
@@ -294,6 +391,8 @@ def _save_lexical(lexical: LexicalIndex, folder: Path) -> None:
     fresh = Path(tempfile.mkdtemp(prefix=".lexical.", dir=folder.parent))
     try:
         lexical.save(fresh)
+        sums = {p.name: file_sum(p) for p in sorted(fresh.iterdir()) if p.is_file()}
+        (fresh / LEXICAL_SUMS).write_text(json.dumps(sums))
         old = folder.with_name(f".{folder.name}.old")
         if folder.exists():
             shutil.rmtree(old, ignore_errors=True)

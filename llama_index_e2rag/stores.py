@@ -5,25 +5,32 @@ none of them sees the index. Reads cover what the methods need (nodes by id/doc/
 neighbours through ``graph``, vector search per node kind, ``embeddings`` of given nodes, chunk
 ``TextNode``s, the BM25 index of the passages); writes replace or delete one document at a time.
 
-Consistency: the graph is the record of what the index holds. A document's vectors are written
-before its graph rows and removed after them, so the graph never names a node without a vector;
-chunk ``TextNode``s travel inside the graph (chunk nodes' ``attrs["node"]``), so results can cite
-their source even when llama-index's docstore lives elsewhere or was not saved yet.
+Consistency: the graph is the record of what the index holds. A write's vectors are written
+(and, in a persisted index, flushed to disk) before its graph rows commit, and removed after, so
+the graph never names a node without a vector; a whole batch of documents commits in one graph
+transaction together with each document's record (hash, vector counts) and the index settings,
+so after a crash at any point the graph says what every other file should hold. Chunk
+``TextNode``s travel inside the graph (chunk nodes' ``attrs["node"]``), so results can cite their
+source and llama-index's docstore can be rebuilt from the graph. ``locks`` keeps retrievals and
+commits apart, in this process and across processes (``locks.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Hashable, Optional, Sequence
+from typing import AsyncIterator, Callable, Hashable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 from llama_index.core.schema import TextNode
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 
-from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.graph.base import DocRows, GraphStore
 from llama_index_e2rag.lexical import LexicalIndex
+from llama_index_e2rag.locks import StoreLocks
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, sort_by_position
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord, VectorStorage
 
@@ -44,6 +51,12 @@ class DocumentWrite:
     failures: list[dict[str, str]] = field(default_factory=list)
     doc_hash: Optional[str] = None
 
+    def rows(self) -> DocRows:
+        """The graph's part, with the record the rest of the store is checked against."""
+        vectors = Counter(r.kind for r in self.records)
+        record = {"hash": self.doc_hash, "vectors": dict(sorted(vectors.items()))}
+        return DocRows(self.doc_id, self.order, self.nodes, self.edges, self.failures, record)
+
 
 class Stores:
     """Graph + vectors (+ a local copy of the vectors when the vector store cannot return them)
@@ -56,6 +69,7 @@ class Stores:
         vector_copy: where the retrievers' maths read vectors when ``vectors`` cannot return
             them (a FAISS store, say); ``None`` reads them from ``vectors``.
         lexical: a persisted BM25 index; used while its passages match the graph's.
+        locks: the store's locks (``locks.py``); a new in-process set when not given.
     """
 
     def __init__(
@@ -65,6 +79,7 @@ class Stores:
         docstore: BaseDocumentStore,
         vector_copy: Optional[VectorStorage] = None,
         lexical: Optional[LexicalIndex] = None,
+        locks: Optional[StoreLocks] = None,
     ) -> None:
         self.graph = graph
         self.vectors = vectors
@@ -73,6 +88,37 @@ class Stores:
         self._lexical = lexical
         self._lexical_version: Optional[Hashable] = None
         self._lock = threading.Lock()
+        self.locks = locks if locks is not None else StoreLocks()
+        #: writes the vectors to the store's folder (set by ``persistence`` once it has one)
+        self.flush: Optional[Callable[[], None]] = None
+        self._seen_version: Optional[Hashable] = None
+
+    # -- consistency ----------------------------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the stores still for one retrieval: no commit of any process lands meanwhile."""
+        with self.locks.reading():
+            self.sync()
+            yield
+
+    @asynccontextmanager
+    async def areading(self) -> AsyncIterator[None]:
+        async with self.locks.areading():
+            await asyncio.to_thread(self.sync)
+            yield
+
+    def sync(self) -> None:
+        """Catch up with commits another process made since we last looked (re-map the
+        embedded vectors it rewrote); the graph and the read caches follow by themselves."""
+        version = self.graph.version
+        if version == self._seen_version:
+            return
+        with self._lock:
+            for storage in self._vector_storages():
+                refresh = getattr(storage, "refresh", None)
+                if refresh is not None:
+                    refresh()
+            self._seen_version = version
 
     # -- reads ----------------------------------------------------------------------------------
     @property
@@ -151,24 +197,35 @@ class Stores:
             return self._lexical
 
     # -- writes (the caller serialises them) ----------------------------------------------------
-    async def areplace_document(self, write: DocumentWrite) -> None:
-        """Replace one document: new vectors, then the graph (one transaction), then stale
-        vectors and the docstore, so the graph never names a node whose vector is missing."""
-        old = set(await asyncio.to_thread(self._node_ids, write.doc_id))
-        stale = sorted(old - {r.id for r in write.records})
-        for storage in self._vector_storages():
-            await storage.aadd(write.records)
-        await asyncio.to_thread(
-            self.graph.replace_doc,
-            write.doc_id,
-            write.order,
-            write.nodes,
-            write.edges,
-            write.failures,
-        )
-        if stale:  # vectors the graph no longer names; a crash before this only leaves orphans
+    async def areplace_documents(
+        self, writes: Sequence[DocumentWrite], meta: Mapping[str, str] = {}
+    ) -> None:
+        """Replace documents as one commit: new vectors (flushed), then the graph and ``meta``
+        in one transaction, then stale vectors and the docstore. A crash before the graph
+        commit leaves only unnamed vectors; after it, only stale ones (both harmless)."""
+        async with self.locks.acommitting():
+            await asyncio.to_thread(self.sync)
+            old: set[str] = set()
+            for write in writes:
+                old.update(await asyncio.to_thread(self._node_ids, write.doc_id))
+            records = [r for write in writes for r in write.records]
+            stale = sorted(old - {r.id for r in records})
             for storage in self._vector_storages():
-                await storage.adelete_ids(stale)
+                await storage.aadd(records)
+            await self._aflush()
+            await asyncio.to_thread(self.graph.commit_docs, [w.rows() for w in writes], meta)
+            self._seen_version = await asyncio.to_thread(lambda: self.graph.version)
+            if stale:
+                for storage in self._vector_storages():
+                    await storage.adelete_ids(stale)
+                await self._aflush()
+            for write in writes:
+                await self._adocstore_replace(write)
+
+    async def areplace_document(self, write: DocumentWrite) -> None:
+        await self.areplace_documents([write])
+
+    async def _adocstore_replace(self, write: DocumentWrite) -> None:
         if await self.docstore.aget_ref_doc_info(write.doc_id) is not None:
             await self.docstore.adelete_ref_doc(write.doc_id, raise_error=False)
         await self.docstore.async_add_documents(write.chunks, allow_update=True)
@@ -177,11 +234,46 @@ class Stores:
 
     async def adelete_document(self, doc_id: str, docstore: bool = True) -> None:
         """Remove a document from the graph first (one transaction), then its vectors."""
-        await asyncio.to_thread(self.graph.delete_doc, doc_id)
-        for storage in self._vector_storages():
-            await storage.adelete_doc(doc_id)
-        if docstore and await self.docstore.aget_ref_doc_info(doc_id) is not None:
-            await self.docstore.adelete_ref_doc(doc_id, raise_error=False)
+        async with self.locks.acommitting():
+            await asyncio.to_thread(self.sync)
+            await asyncio.to_thread(self.graph.delete_doc, doc_id)
+            self._seen_version = await asyncio.to_thread(lambda: self.graph.version)
+            for storage in self._vector_storages():
+                await storage.adelete_doc(doc_id)
+            await self._aflush()
+            if docstore and await self.docstore.aget_ref_doc_info(doc_id) is not None:
+                await self.docstore.adelete_ref_doc(doc_id, raise_error=False)
+
+    async def _aflush(self) -> None:
+        if self.flush is not None:
+            await asyncio.to_thread(self.flush)
+
+    def reconcile_docstore(self) -> list[str]:
+        """Make llama-index's docstore hold what the graph holds (it is saved only by
+        ``persist``, so after a crash it may lag the graph); returns the documents fixed."""
+        records = self.graph.doc_records()
+        orders = self.graph.doc_orders()
+        fixed = []
+        known = self.docstore.get_all_ref_doc_info() or {}
+        for doc_id in set(known) - set(orders):
+            self.docstore.delete_ref_doc(doc_id, raise_error=False)
+            fixed.append(doc_id)
+        for doc_id in orders:
+            expected = (records.get(doc_id) or {}).get("hash")
+            if doc_id in known and self.docstore.get_document_hash(doc_id) == expected:
+                continue
+            chunks = [
+                c for _, c in self.chunk_pairs(
+                    [n.id for n in self.graph.nodes(NodeKind.CHUNK, doc_id)]
+                )
+            ]
+            if doc_id in known:
+                self.docstore.delete_ref_doc(doc_id, raise_error=False)
+            self.docstore.add_documents(chunks, allow_update=True)
+            if expected is not None:
+                self.docstore.set_document_hash(doc_id, expected)
+            fixed.append(doc_id)
+        return sorted(fixed)
 
     def _node_ids(self, doc_id: str) -> list[str]:
         return [n.id for n in self.graph.nodes(doc_id=doc_id)]

@@ -17,7 +17,7 @@ from llama_index.core.schema import TextNode
 from scripted_llm import ScriptedLLM
 
 from llama_index_e2rag.builders import DocumentBuilder
-from llama_index_e2rag.errors import BadDocumentError, GraphStoreError
+from llama_index_e2rag.errors import BadDocumentError, GraphStoreError, StoreDamagedError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.index import EMBEDDED_KINDS, E2RAGIndex, E2RAGIndexStruct
@@ -185,7 +185,7 @@ def test_load_refuses_a_corrupt_graph_database(tmp_path: Path) -> None:
     for suffix in ("-wal", "-shm"):
         Path(str(graph_file) + suffix).unlink(missing_ok=True)
     graph_file.write_bytes(b"not a database" * 100)
-    with pytest.raises(GraphStoreError, match="graph.sqlite"):
+    with pytest.raises(StoreDamagedError, match="graph.sqlite.*e2rag repair"):
         load(tmp_path).graph_store.counts()
 
 

@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal, Optional, Protocol, Sequence, runtime_checkable
+from dataclasses import dataclass, field
+from typing import (
+    Any,
+    Iterable,
+    Literal,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    runtime_checkable,
+)
 
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
 
 Direction = Literal["out", "in", "both"]
+
+
+@dataclass
+class DocRows:
+    """One document's whole graph, as ``commit_docs`` writes it.
+
+    ``record`` is what the rest of the store must agree with (the document's hash, its vector
+    count per node kind, a digest of its rows); it is committed with the rows, so a check after
+    any crash compares the other files against the graph's own statement of what it holds.
+    """
+
+    doc_id: str
+    order: int
+    nodes: Sequence[GraphNode]
+    edges: Sequence[GraphEdge]
+    failures: Sequence[dict[str, str]] = ()
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -14,9 +41,10 @@ class GraphStore(Protocol):
     """Small core of graph operations; batch methods may simply loop.
 
     Node lists returned by ``nodes`` are in story order (``pos``). Deleting a node deletes its
-    edges, so no operation can leave a dangling edge behind. ``replace_doc`` and ``delete_doc``
-    are the index's write path: each changes one document (its nodes, edges, story order and
-    extraction failures) as one unit. ``version`` changes with every write, by anyone, so read
+    edges, so no operation can leave a dangling edge behind. ``commit_docs`` and ``delete_doc``
+    are the index's write path: a commit replaces several documents (nodes, edges, story order,
+    extraction failures, record) and sets index metadata as one unit (``replace_doc`` is a
+    commit of one document). ``version`` changes with every write, by anyone, so read
     caches know when to rebuild.
     """
 
@@ -31,6 +59,12 @@ class GraphStore(Protocol):
         edges: Sequence[GraphEdge],
         failures: Sequence[dict[str, str]] = (),
     ) -> None: ...
+
+    def commit_docs(self, docs: Sequence[DocRows], meta: Mapping[str, str] = {}) -> None: ...
+
+    def get_meta(self, key: str) -> Optional[str]: ...
+
+    def doc_records(self) -> dict[str, dict[str, Any]]: ...
 
     def doc_orders(self) -> dict[str, int]: ...
 

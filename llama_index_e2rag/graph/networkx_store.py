@@ -6,13 +6,13 @@ import bisect
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import networkx as nx
 
 from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.files import atomic_replace
-from llama_index_e2rag.graph.base import Direction
+from llama_index_e2rag.graph.base import Direction, DocRows
 from llama_index_e2rag.schema import (
     SCHEMA_VERSION,
     EdgeKind,
@@ -34,6 +34,8 @@ class NetworkXGraphStore:
         self._by_doc: dict[str, set[str]] = defaultdict(set)
         self._orders: dict[str, int] = {}
         self._failures: list[dict[str, str]] = []
+        self._records: dict[str, dict[str, Any]] = {}
+        self._meta: dict[str, str] = {}
         self._version = 0
 
     @property
@@ -86,6 +88,7 @@ class NetworkXGraphStore:
         self._g.remove_edges_from(stale)
         self._by_doc.pop(doc_id, None)
         self._orders.pop(doc_id, None)
+        self._records.pop(doc_id, None)
         self._failures = [f for f in self._failures if f["doc_id"] != doc_id]
         return ids
 
@@ -107,7 +110,20 @@ class NetworkXGraphStore:
             for f in failures
         )
 
+    def commit_docs(self, docs: Sequence[DocRows], meta: Mapping[str, str] = {}) -> None:
+        """Replace each document and set ``meta`` (in memory, so nothing can stop halfway)."""
+        for doc in docs:
+            self.replace_doc(doc.doc_id, doc.order, doc.nodes, doc.edges, doc.failures)
+            self._records[doc.doc_id] = dict(doc.record)
+        self._meta.update(meta)
+
     # -- reads --------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> Optional[str]:
+        return self._meta.get(key)
+
+    def doc_records(self) -> dict[str, dict[str, Any]]:
+        return {doc: dict(record) for doc, record in self._records.items()}
+
     def get_node(self, node_id: str) -> Optional[GraphNode]:
         data = self._g.nodes.get(node_id)
         return data["record"] if data else None

@@ -8,13 +8,14 @@ connection (``_connect``) and their placeholder style; everything else is shared
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from llama_index_e2rag.errors import GraphStoreError
-from llama_index_e2rag.graph.base import Direction
+from llama_index_e2rag.graph.base import Direction, DocRows
 from llama_index_e2rag.schema import SCHEMA_VERSION, EdgeKind, GraphEdge, GraphNode, NodeKind
 
 FORMAT_NAME = "llama-index-e2rag/graph"
@@ -57,6 +58,23 @@ _UPSERT_EDGE = (
     "attrs = excluded.attrs"
 )
 _ORDER = " ORDER BY p0, p1, p2, id"
+#: Key prefix of the document records in ``e2rag_meta``.
+DOC_RECORD = "doc:"
+_UPSERT_META = (
+    "INSERT INTO e2rag_meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+
+
+def rows_digest(node_rows: Iterable[Sequence[Any]], edge_rows: Iterable[Sequence[Any]]) -> str:
+    """A digest of a document's rows as stored (ordered), to find rows changed on disk later."""
+    digest = hashlib.sha1()
+    for rows in (node_rows, edge_rows):
+        for row in sorted(tuple("" if v is None else str(v) for v in r) for r in rows):
+            digest.update("\x1f".join(row).encode("utf-8", "surrogatepass"))
+            digest.update(b"\x1e")
+        digest.update(b"\x1d")
+    return digest.hexdigest()
 
 
 def _node_row(node: GraphNode) -> tuple[Any, ...]:
@@ -186,7 +204,7 @@ class SQLGraphStore:
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
         """A cursor inside BEGIN … COMMIT (ROLLBACK on any error), holding the process lock."""
-        with self._lock:
+        with self._lock, self._translated():
             conn = self._conn if self._conn is not None else self.conn
             cur = conn.cursor()
             try:
@@ -206,7 +224,7 @@ class SQLGraphStore:
         )
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
+        with self._lock, self._translated():
             cur = self.conn.cursor()
             try:
                 cur.execute(self._sql(statement), tuple(params))
@@ -215,6 +233,20 @@ class SQLGraphStore:
                 cur.close()
             self.conn.commit()  # end the read transaction (PostgreSQL opens one implicitly)
         return rows
+
+    def _damage(self, exc: Exception) -> Optional[Exception]:
+        """The error to raise instead of a driver error that means the database is damaged."""
+        return None
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except Exception as exc:
+            damage = self._damage(exc)
+            if damage is None:
+                raise
+            raise damage from exc
 
     def describe(self) -> str:
         """Where the graph lives, for messages."""
@@ -245,7 +277,9 @@ class SQLGraphStore:
             cur.executemany(self._sql(_UPSERT_NODE), [_node_row(n) for n in nodes])
             self._bump(cur)
 
-    def _write_edges(self, cur: Any, edges: list[GraphEdge]) -> None:
+    def _write_edges(
+        self, cur: Any, edges: list[GraphEdge], rows: Optional[list[tuple[Any, ...]]] = None
+    ) -> None:
         if not edges:
             return
         ends = sorted({e.source for e in edges} | {e.target for e in edges})
@@ -263,7 +297,7 @@ class SQLGraphStore:
                         f"edge {edge.kind.value} {edge.source} -> {edge.target}: node {end!r} "
                         "is not in the graph; upsert nodes before their edges"
                     )
-        cur.executemany(self._sql(_UPSERT_EDGE), [_edge_row(e) for e in edges])
+        cur.executemany(self._sql(_UPSERT_EDGE), rows or [_edge_row(e) for e in edges])
         self._bump(cur)
 
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
@@ -295,6 +329,7 @@ class SQLGraphStore:
         self._delete_ids(cur, sorted(ids))
         for table in ("e2rag_edges", "e2rag_documents", "e2rag_failures"):
             cur.execute(self._sql(f"DELETE FROM {table} WHERE doc_id = ?"), (doc_id,))
+        cur.execute(self._sql("DELETE FROM e2rag_meta WHERE key = ?"), (DOC_RECORD + doc_id,))
         self._bump(cur)
         return ids
 
@@ -307,21 +342,37 @@ class SQLGraphStore:
         failures: Sequence[dict[str, str]] = (),
     ) -> None:
         """Swap a document's whole graph, order and failures in one transaction."""
+        self.commit_docs([DocRows(doc_id, order, nodes, edges, failures)])
+
+    def commit_docs(self, docs: Sequence[DocRows], meta: Mapping[str, str] = {}) -> None:
+        """Replace every document of ``docs`` and set ``meta`` in one transaction: a batch of
+        documents lands whole or not at all. A document's record gets the digest of its rows."""
         with self._transaction() as cur:
-            self._delete_doc(cur, doc_id)
-            self._write_nodes(cur, list(nodes))
-            self._write_edges(cur, list(edges))
-            cur.execute(
-                self._sql("INSERT INTO e2rag_documents (doc_id, doc_order) VALUES (?, ?)"),
-                (doc_id, order),
-            )
-            if failures:
-                cur.executemany(
-                    self._sql(
-                        "INSERT INTO e2rag_failures (doc_id, chunk_id, reason) VALUES (?, ?, ?)"
-                    ),
-                    [(doc_id, f.get("chunk_id", ""), f["reason"]) for f in failures],
+            for doc in docs:
+                node_rows = [_node_row(n) for n in doc.nodes]
+                self._delete_doc(cur, doc.doc_id)
+                if node_rows:
+                    cur.executemany(self._sql(_UPSERT_NODE), node_rows)
+                edges = list(doc.edges)
+                edge_rows = [_edge_row(e) for e in edges]
+                self._write_edges(cur, edges, edge_rows)
+                cur.execute(
+                    self._sql("INSERT INTO e2rag_documents (doc_id, doc_order) VALUES (?, ?)"),
+                    (doc.doc_id, doc.order),
                 )
+                if doc.failures:
+                    cur.executemany(
+                        self._sql(
+                            "INSERT INTO e2rag_failures (doc_id, chunk_id, reason) "
+                            "VALUES (?, ?, ?)"
+                        ),
+                        [(doc.doc_id, f.get("chunk_id", ""), f["reason"]) for f in doc.failures],
+                    )
+                record = dict(doc.record, rows=rows_digest(node_rows, edge_rows))
+                cur.execute(self._sql(_UPSERT_META), (DOC_RECORD + doc.doc_id, json.dumps(record)))
+            for key, value in meta.items():
+                cur.execute(self._sql(_UPSERT_META), (key, value))
+            self._bump(cur)
 
     # -- reads ----------------------------------------------------------------------------------
     def get_node(self, node_id: str) -> Optional[GraphNode]:
@@ -424,6 +475,25 @@ class SQLGraphStore:
             "e2rag_documents"
         )
         return sorted(r[0] for r in rows)
+
+    def get_meta(self, key: str) -> Optional[str]:
+        rows = self._query("SELECT value FROM e2rag_meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def doc_records(self) -> dict[str, dict[str, Any]]:
+        """Each committed document's record (documents written before records existed have
+        none)."""
+        rows = self._query(
+            "SELECT key, value FROM e2rag_meta WHERE key >= ? AND key < ?",
+            (DOC_RECORD, DOC_RECORD[:-1] + chr(ord(DOC_RECORD[-1]) + 1)),
+        )
+        return {key[len(DOC_RECORD) :]: json.loads(value) for key, value in rows}
+
+    def doc_rows_digest(self, doc_id: str) -> str:
+        """The digest of the document's rows as they are now (``rows_digest``)."""
+        nodes = self._query(f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE doc_id = ?", (doc_id,))
+        edges = self._query(f"SELECT {_EDGE_COLUMNS} FROM e2rag_edges WHERE doc_id = ?", (doc_id,))
+        return rows_digest(nodes, edges)
 
     def doc_orders(self) -> dict[str, int]:
         """Story order of every committed document."""

@@ -17,7 +17,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Optional
 
-from llama_index_e2rag.errors import GraphStoreError
+from llama_index_e2rag.errors import StoreDamagedError
 from llama_index_e2rag.files import atomic_replace
 from llama_index_e2rag.graph.sql_store import SQLGraphStore
 
@@ -38,6 +38,8 @@ class SQLiteGraphStore(SQLGraphStore):
             weakref.finalize(self, shutil.rmtree, self._temp_dir, True)
             path = Path(self._temp_dir) / GRAPH_FILE
         self.path = Path(path)
+        #: what to tell a user whose database turns out damaged (set by whoever opened it)
+        self.repair_hint = "restore the file from a backup or index the documents again"
 
     @property
     def is_temporary(self) -> bool:
@@ -56,8 +58,26 @@ class SQLiteGraphStore(SQLGraphStore):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.DatabaseError as exc:
-            raise GraphStoreError(f"{self.path} is not a readable SQLite database: {exc}") from exc
+            raise StoreDamagedError(f"{self.path} is not a readable SQLite database ({exc}); "
+                                    f"{self.repair_hint}") from exc
         return conn
+
+    def _damage(self, exc: Exception) -> Optional[Exception]:
+        # "database disk image is malformed", "file is not a database": the plain DatabaseError
+        # (its subclasses are locks, constraints and SQL mistakes, not damage)
+        if type(exc) is sqlite3.DatabaseError:
+            return StoreDamagedError(f"the graph database {self.path} is damaged ({exc}); "
+                                     f"{self.repair_hint}")
+        return None
+
+    def quick_check(self) -> Optional[str]:
+        """SQLite's own check of every page and index (reads the whole file); None when sound."""
+        try:
+            rows = self._query("PRAGMA quick_check")
+        except StoreDamagedError as exc:
+            return str(exc.__cause__ or exc)
+        problems = [r[0] for r in rows if r[0] != "ok"]
+        return "; ".join(problems[:3]) if problems else None
 
     def _has_table(self, name: str) -> bool:
         return bool(
@@ -73,7 +93,8 @@ class SQLiteGraphStore(SQLGraphStore):
         try:
             super()._create_schema()
         except sqlite3.DatabaseError as exc:
-            raise GraphStoreError(f"{self.describe()} is corrupt: {exc}") from exc
+            raise StoreDamagedError(f"{self.describe()} is damaged ({exc}); "
+                                    f"{self.repair_hint}") from exc
 
     def persist(self, persist_path: str | os.PathLike[str]) -> None:
         """Write a consistent copy of the graph to ``persist_path`` (atomic rename); a no-op

@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Literal, Optional
 
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import (
@@ -24,6 +23,7 @@ from llama_index.core.schema import (
     TextNode,
 )
 
+from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.extract.chrono import TOKEN_EPSILON, TokenCounter, approx_token_count
@@ -74,7 +74,7 @@ class _Passage:
     relationships: dict[NodeRelationship, Any] = field(default_factory=dict)
 
 
-class ChronoRetriever(BaseRetriever):
+class ChronoRetriever(StoresRetriever):
     """Hierarchical ChronoRAG retriever over an ``E2RAGIndex`` built with ``ChronoLayerBuilder``.
 
     ``similarity_top_k`` facts are retrieved as keys (20 and a 1,500-token budget in the paper);

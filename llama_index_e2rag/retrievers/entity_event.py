@@ -1,7 +1,7 @@
 """E²RAG query-time retrieval (paper §4 "Query-time retrieval", appendix H Algorithm 3).
 
 1. Cue extraction ``(S_ent, S_evt) = g(q)`` with the paper's prompt (D.3); offline, with the
-   grounded parser.
+   grounded parser, which also stands in when the LLM's answer is unusable or times out.
 2. ``z = f(g(q))``: every entity phrase and every event phrase is embedded on its own.
 3. Seeds ``V_q``: each entity phrase looks up the mention vectors, each event phrase the event
    vectors. Mentions of one entity (same normalised name) are near-ties for
@@ -48,7 +48,6 @@ from typing import (
 )
 
 import numpy as np
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.llms import LLM
@@ -56,6 +55,7 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
     EVIDENCE_KEY,
     SIGNALS_KEY,
@@ -63,7 +63,7 @@ from llama_index_e2rag.context import (
     bundle_from_retrieved,
     render_evidence,
 )
-from llama_index_e2rag.errors import LLMOutputError, MissingModelError
+from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError, MissingModelError
 from llama_index_e2rag.modes import HYDE_VARIANTS
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.ranking import find_seeds, one_hop, rank_chunks
@@ -124,14 +124,15 @@ class StoresSource:
         return self._stores.graph
 
 
-class EntityEventRetriever(BaseRetriever):
+class EntityEventRetriever(StoresRetriever):
     """Entity–event retrieval over an ``E2RAGIndex`` (Alg. 3), returning chunks.
 
     Args:
         stores: the index's ``Stores`` (``index.as_retriever(mode="entity_event")`` passes them).
         embed_model: the embedding the graph was embedded with.
         llm_runner: the index's LLM door for cues and HyDE (``None``: the offline parser).
-        parser: the offline cue parser (default: a new ``GroundedExtractor``).
+        parser: the offline cue parser (default: a new ``GroundedExtractor``); with an LLM it
+            stands in when the LLM's cue answer is unusable or times out.
         similarity_top_k: k, passages returned.
         hyde: ``None`` or one of ``HYDE_VARIANTS`` (needs an LLM).
         seed_top_k: seeds taken per cue and namespace (the final mention seeds are also capped
@@ -203,6 +204,7 @@ class EntityEventRetriever(BaseRetriever):
                 "pass llm=..., set Settings.llm or OPENAI_API_KEY, or use hyde=None"
             )
         self._parser = None
+        self._fallback_parser = parser  # LLM-free cues when the LLM's cue answer is unusable
         if self._runner is None:
             self._parser = parser if parser is not None else extractors_parser(())
 
@@ -339,7 +341,13 @@ class EntityEventRetriever(BaseRetriever):
         )
 
     async def _cues(self, text: str, aio: bool) -> tuple[list[str], list[str]]:
-        """``g(text)``: entity and event phrases (LLM, or the grounded parser offline)."""
+        """``g(text)``: entity and event phrases (LLM, or the grounded parser offline).
+
+        When the LLM's answer is unusable after the runner's repair round (``LLMOutputError``)
+        or the LLM does not answer within the runner's timeout (``LLMTimeoutError``), the
+        grounded parser's LLM-free cues stand in (``_fallback_cues``). Other errors (a wrong
+        API key, a provider that is down after the retries) are raised.
+        """
         if self._runner is None:
             entities, events = self._parser.parse_query(text)
         else:
@@ -355,10 +363,23 @@ class EntityEventRetriever(BaseRetriever):
                     kind="query_cues",
                     query=text,
                 )
-            except LLMOutputError as exc:
-                logger.warning("query cue extraction failed (%s); seeding from the query", exc)
-                return [], []
+            except (LLMOutputError, LLMTimeoutError) as exc:
+                logger.warning("query cue extraction failed (%s); using LLM-free cues", exc)
+                return self._fallback_cues(text)
             entities, events = cues.entities, cues.events
+        return _clean(entities), _clean(events)
+
+    def _fallback_cues(self, text: str) -> tuple[list[str], list[str]]:
+        """The grounded parser's cues (the index's own parser, else a new one); no cues (seeds
+        from the query) when the parser cannot run either (spaCy or its model missing)."""
+        try:
+            parser = self._fallback_parser
+            if parser is None:
+                parser = self._fallback_parser = extractors_parser(())
+            entities, events = parser.parse_query(text)
+        except MissingModelError as exc:
+            logger.warning("LLM-free cues unavailable (%s); seeding from the query", exc)
+            return [], []
         return _clean(entities), _clean(events)
 
     # -- I/O helpers (each has a blocking and an async form) ----------------------------------

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Optional
 
 import numpy as np
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import (
@@ -31,6 +30,7 @@ from llama_index.core.schema import (
     TextNode,
 )
 
+from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
 from llama_index_e2rag.node_embeddings import (
     EMBEDDING_VARIANTS,
@@ -113,7 +113,7 @@ class _Candidate(NamedTuple):
     text_sim: float
 
 
-class GroundedGraphRetriever(BaseRetriever):
+class GroundedGraphRetriever(StoresRetriever):
     """Sentences grounded in the graph nodes most similar to the query's own graph nodes.
 
     Args:

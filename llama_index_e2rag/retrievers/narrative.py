@@ -22,7 +22,6 @@ import logging
 from typing import Any, Optional, Sequence
 
 import numpy as np
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import (
@@ -33,6 +32,7 @@ from llama_index.core.schema import (
     TextNode,
 )
 
+from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
     EVIDENCE_KEY,
     POS_KEY,
@@ -68,7 +68,7 @@ _HIDDEN = (*BOOKKEEPING_KEYS, CONTINUES_KEY, TRIMMED_KEY, "span")
 logger = logging.getLogger(__name__)
 
 
-class NarrativeRetriever(BaseRetriever):
+class NarrativeRetriever(StoresRetriever):
     """Fused lexical + dense + graph retrieval of sentence-aligned passages.
 
     Args:

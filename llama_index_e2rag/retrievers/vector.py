@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Literal, Optional, Sequence
 
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
     EVIDENCE_KEY,
     EVIDENCE_TEXT_KEY,
@@ -36,7 +36,7 @@ BOOKKEEPING_KEYS = (
 )
 
 
-class VectorChunkRetriever(BaseRetriever):
+class VectorChunkRetriever(StoresRetriever):
     """Top-k chunks by embedding similarity; ``order="story"`` returns them in narrative order.
 
     ``similarity_top_k`` counts chunks. With ``budget_words`` the best chunks fill that many

@@ -8,7 +8,9 @@ and LanceDB adds ~370 MB of dependencies and 30-300 ms per filtered search (25k-
 A folder holds ``vectors.json`` (the manifest) and immutable ``vectors-<hex>.*`` files: per segment
 (rows of one kind) ``.npy`` unit float32 rows, ``.json`` ids and doc ids, maybe ``.dead.npy``
 deleted rows. ``persist`` writes and fsyncs new files, then atomically replaces the manifest: a
-killed process leaves the old or the new state. Unreferenced files are deleted afterwards.
+killed process leaves the old or the new state. Unreferenced files are deleted afterwards. The
+manifest keeps each file's size and CRC-32 (zlib, ~7 GB/s here), checked when the folder is
+opened, so a truncated, damaged or missing file is named instead of searched.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from llama_index_e2rag.checksums import file_sum
 from llama_index_e2rag.errors import VectorStoreError
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord
 
@@ -103,6 +106,14 @@ def _sync_dir(folder: Path) -> None:
             os.close(fd)
 
 
+def _check_file(path: Path, expected: Optional[list[int]]) -> None:
+    """Raise ValueError naming ``path`` if it is missing or not the file the manifest wrote."""
+    if not path.is_file():
+        raise ValueError(f"{path} is missing")
+    if expected is not None and file_sum(path) != expected:
+        raise ValueError(f"{path} does not match its checksum (truncated or damaged)")
+
+
 def _write_segment(folder: Path, seg: _Segment) -> str:
     """Write a segment's rows and ids to new files; returns their common name."""
     name = f"{PREFIX}{uuid.uuid4().hex}"
@@ -127,37 +138,99 @@ class EmbeddedVectors:
         self._folder: Optional[Path] = None
         self._state: Optional[str] = None  # the manifest this storage last read or wrote
         self._lock = threading.Lock()
+        #: files left out by ``open(..., salvage=True)``, with why
+        self.damaged: list[str] = []
+        #: segment name -> checksums of its files, so a persist hashes only new files
+        self._known_crcs: dict[str, dict] = {}
 
     @classmethod
-    def open(cls, folder: Path) -> "EmbeddedVectors":
-        """Map a persisted folder; a folder without a manifest gives an empty, unbound storage."""
+    def open(cls, folder: Path, salvage: bool = False) -> "EmbeddedVectors":
+        """Map a persisted folder; a folder without a manifest gives an empty, unbound storage.
+
+        Every file is checked against the manifest's size and checksum; a damaged one raises
+        ``VectorStoreError`` naming it, or with ``salvage`` is left out and listed in
+        ``damaged`` (what ``e2rag repair`` re-embeds).
+        """
         store, folder = cls(), Path(folder)
         if not (folder / MANIFEST).is_file():
-            return store
+            if salvage or not folder.exists() or not any(folder.glob(f"{PREFIX}*")):
+                return store
+            raise VectorStoreError(f"{folder / MANIFEST} is missing")
         try:
             manifest = json.loads((folder / MANIFEST).read_text())
             if manifest.get("format") != FORMAT:
-                raise VectorStoreError(f"{folder / MANIFEST} is not an {FORMAT} manifest")
+                raise ValueError(f"{folder / MANIFEST} is not an {FORMAT} manifest")
             if manifest["version"] > VERSION:
                 raise VectorStoreError(f"{folder / MANIFEST} has format version "
                                        f"{manifest['version']}, newer than {VERSION}: upgrade "
                                        "llama-index-e2rag to read it")
             store.dim, store._state = manifest["dim"], manifest["state"]
-            for entry in manifest["segments"]:
-                vectors = np.load(folder / f"{entry['name']}.npy", mmap_mode="r")
-                meta = json.loads((folder / f"{entry['name']}.json").read_text())
-                alive = np.ones(len(meta["ids"]), bool)
-                if entry["dead"]:
-                    alive[np.load(folder / entry["dead"])] = False
-                if vectors.shape != (len(alive), store.dim) or len(meta["doc_ids"]) != len(alive):
-                    raise ValueError(f"{entry['name']} does not have {len(alive)} rows")
-                store._kinds.setdefault(entry["kind"], []).append(_Segment(
-                    vectors, meta["ids"], meta["doc_ids"], alive, entry["name"], entry["dead"]))
-        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-            raise VectorStoreError(f"vector storage in {folder} is damaged ({exc}); "
-                                   "rebuild the index") from exc
+            entries = list(manifest["segments"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            if salvage:
+                store.damaged.append(f"{folder / MANIFEST}: {exc}")
+                return store
+            raise VectorStoreError(f"{folder / MANIFEST} is damaged ({exc})") from exc
+        for entry in entries:
+            try:
+                store._open_segment(folder, entry)
+            except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+                if not salvage:
+                    raise VectorStoreError(f"vector file damaged: {exc}") from exc
+                store.damaged.append(f"{entry.get('name')}: {exc}")
         store._folder = folder
         return store
+
+    def _open_segment(self, folder: Path, entry: dict) -> None:
+        crcs = entry.get("crc") or {}  # absent in folders written before checksums
+        _check_file(folder / f"{entry['name']}.npy", crcs.get("npy"))
+        _check_file(folder / f"{entry['name']}.json", crcs.get("json"))
+        vectors = np.load(folder / f"{entry['name']}.npy", mmap_mode="r")
+        meta = json.loads((folder / f"{entry['name']}.json").read_text())
+        alive = np.ones(len(meta["ids"]), bool)
+        if entry["dead"]:
+            _check_file(folder / entry["dead"], crcs.get("dead"))
+            alive[np.load(folder / entry["dead"])] = False
+        if vectors.shape != (len(alive), self.dim) or len(meta["doc_ids"]) != len(alive):
+            raise ValueError(f"{folder / entry['name']}.npy does not have {len(alive)} rows")
+        self._kinds.setdefault(entry["kind"], []).append(_Segment(
+            vectors, meta["ids"], meta["doc_ids"], alive, entry["name"], entry["dead"]))
+        if crcs:
+            self._known_crcs[entry["name"]] = dict(crcs, dead_file=entry["dead"])
+
+    def refresh(self) -> bool:
+        """Re-read the folder if another process changed it since this storage last read or
+        wrote it (only ever called with no unsaved change); True if it did."""
+        if self._folder is None:
+            return False
+        try:
+            state = json.loads((self._folder / MANIFEST).read_text()).get("state")
+        except (OSError, ValueError, AttributeError):
+            return False
+        if state == self._state:
+            return False
+        fresh = EmbeddedVectors.open(self._folder)
+        with self._lock:
+            self.dim, self._kinds, self._state = fresh.dim, fresh._kinds, fresh._state
+            self._where, self._segments, self._known_crcs = None, {}, fresh._known_crcs
+        return True
+
+    def doc_counts(self) -> dict[str, dict[str, int]]:
+        """Live vectors per document and kind (what the graph's document records expect)."""
+        counts: dict[str, dict[str, int]] = {}
+        with self._lock:
+            for kind, segments in self._kinds.items():
+                for seg in segments:
+                    for doc, alive in zip(seg.docs, seg.alive[: seg.n].tolist()):
+                        if alive:
+                            per_doc = counts.setdefault(doc, {})
+                            per_doc[kind] = per_doc.get(kind, 0) + 1
+        return counts
+
+    def ids(self) -> set[str]:
+        """Every live id (for finding vectors no graph node names)."""
+        with self._lock:
+            return set(self._index())
 
     # ------------------------------------------------------------------ writing
 
@@ -339,6 +412,17 @@ class EmbeddedVectors:
             plan[kind] = groups
         return plan
 
+    def _crcs(self, folder: Path, entry: dict) -> dict[str, list[int]]:
+        """Checksums of a manifest entry's files (kept from the last manifest when unchanged)."""
+        known = self._known_crcs.get(entry["name"], {})
+        crcs = {ext: known.get(ext) or file_sum(folder / f"{entry['name']}.{ext}")
+                for ext in ("npy", "json")}
+        if entry["dead"]:
+            crcs["dead"] = known.get("dead") if known.get("dead_file") == entry["dead"] else None
+            crcs["dead"] = crcs["dead"] or file_sum(folder / entry["dead"])
+        self._known_crcs[entry["name"]] = dict(crcs, dead_file=entry["dead"])
+        return {k: v for k, v in crcs.items() if v is not None}
+
     def persist(self, folder: Path) -> None:
         """Write the state under ``folder``: only the change if this storage was opened from or
         last persisted to it (and its manifest is still the one we know), else a full copy."""
@@ -372,6 +456,8 @@ class EmbeddedVectors:
             entries = [{"name": written.get(seg, seg.name), "kind": kind, "rows": seg.n,
                         "dead": None if seg in written else dead_files.get(seg, seg.dead_file)}
                        for kind, segments in kinds.items() for seg in segments]
+            for entry in entries:
+                entry["crc"] = self._crcs(folder, entry)
             manifest = {"format": FORMAT, "version": VERSION, "dim": self.dim, "state": state,
                         "segments": entries}
             _sync_dir(folder)
@@ -387,6 +473,7 @@ class EmbeddedVectors:
             if any(kinds.get(kind) != segments for kind, segments in self._kinds.items()):
                 self._where = None
             self._kinds, self._folder, self._state = kinds, folder, state
+            self._known_crcs = {e["name"]: self._known_crcs[e["name"]] for e in entries}
             keep = {f"{e['name']}{ext}" for e in entries for ext in (".npy", ".json")}
             keep |= {e["dead"] for e in entries if e["dead"]}
             for path in folder.iterdir():

@@ -1,0 +1,67 @@
+"""llama-index's own files of a persisted index, written atomically and with checksums.
+
+``StorageContext.persist`` writes ``docstore.json``, ``index_store.json`` and the vector-store
+files by truncating each and writing it in place, so a process killed meanwhile leaves a cut
+file that ``StorageContext.from_defaults`` cannot parse. The index gives the storage context's
+simple stores a ``persist`` that writes aside and renames (``checksums.Checksums.write``); the
+objects, and so every reference to them, stay the same. Remote file systems (``fs=`` other than
+local) keep llama-index's own writing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from llama_index.core.storage.docstore.simple_docstore import SimpleDocumentStore
+from llama_index.core.storage.index_store.simple_index_store import SimpleIndexStore
+from llama_index.core.storage.kvstore.simple_kvstore import SimpleKVStore
+from llama_index.core.storage.storage_context import StorageContext
+from llama_index.core.vector_stores.simple import SimpleVectorStore
+
+from llama_index_e2rag.checksums import Checksums
+
+
+def _local(fs: Any) -> bool:
+    return fs is None or "file" in (getattr(fs, "protocol", None) or ("file",))
+
+
+def write_checked(persist_path: str, text: str) -> None:
+    """Write one file of a persist directory atomically and register its checksum."""
+    path = Path(persist_path)
+    Checksums(path.parent).write(path.name, text.encode("utf-8"))
+
+
+class AtomicKVStore(SimpleKVStore):
+    """``SimpleKVStore`` whose ``persist`` never leaves a cut file (same data and layout, so an
+    existing store's class is switched in place)."""
+
+    def persist(self, persist_path: str, fs: Optional[Any] = None) -> None:
+        if not _local(fs):
+            return super().persist(persist_path, fs)
+        write_checked(persist_path, json.dumps(self._collections_mappings))
+
+
+class AtomicSimpleVectorStore(SimpleVectorStore):
+    """The unused default vector stores of the storage context, saved the same way."""
+
+    def persist(self, persist_path: str = "", fs: Optional[Any] = None) -> None:
+        if not _local(fs):
+            return super().persist(persist_path, fs)
+        write_checked(persist_path, json.dumps(self.data.to_dict()))
+
+
+def make_atomic(storage_context: StorageContext) -> None:
+    """Give the storage context's simple stores atomic, checksummed saves (others untouched)."""
+    for store in (storage_context.docstore, storage_context.index_store):
+        if isinstance(store, (SimpleDocumentStore, SimpleIndexStore)):
+            kvstore = getattr(store, "_kvstore", None)
+            if type(kvstore) is SimpleKVStore:
+                kvstore.__class__ = AtomicKVStore
+    for name, store in list(storage_context.vector_stores.items()):
+        if type(store) is SimpleVectorStore:
+            storage_context.vector_stores[name] = AtomicSimpleVectorStore(data=store.data)
+    # a lost default__vector_store.json loads as no entry, which llama-index's index base
+    # class then looks up: give it the empty store it would have held (we never use it)
+    storage_context.vector_stores.setdefault("default", AtomicSimpleVectorStore())
