@@ -59,8 +59,16 @@ class _LockFile:
         if self.path is None or fcntl is None:
             return None
         if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                try:  # a read-only store: flock works on a read-only descriptor too
+                    self._fd = os.open(self.path, os.O_RDONLY)
+                except OSError:
+                    logger.debug("no lock file %s: locking within this process only", self.path)
+                    self.path = None  # nobody can write here, so nobody can commit meanwhile
+                    return None
         return self._fd
 
     def lock(self, mode: int, blocking: bool = True) -> bool:

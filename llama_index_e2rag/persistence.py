@@ -31,7 +31,7 @@ from llama_index.core.graph_stores.simple import SimpleGraphStore
 from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from llama_index_e2rag.checksums import file_sum
+from llama_index_e2rag.checksums import Checksums, file_sum
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError, VectorStoreError
 from llama_index_e2rag.files import atomic_write_text
 from llama_index_e2rag.graph.base import GraphStore
@@ -158,8 +158,7 @@ def open_graph(home: Optional[Path]) -> SQLiteGraphStore:
             f"{path} is missing: the graph of the store in {home.parent} is lost; "
             f"{repair_hint(home.parent)} (rebuilds it from docstore.json's chunks)"
         )
-    graph = SQLiteGraphStore(path)
-    graph.repair_hint = repair_hint(home.parent)
+    graph = SQLiteGraphStore.open_existing(path, repair_hint(home.parent))
     return graph
 
 
@@ -376,7 +375,9 @@ def save(stores: Stores, home: Path, show_progress: bool = False) -> None:
         "graph": "sqlite" if isinstance(graph, SQLiteGraphStore) else type(graph).__name__,
         "vectors": EMBEDDED if isinstance(stores.vectors, EmbeddedVectors) else "external",
     }
-    atomic_write_text(home / MANIFEST_FILE, json.dumps(manifest, indent=1))
+    Checksums(home.parent).write(
+        f"{E2RAG_DIR}/{MANIFEST_FILE}", json.dumps(manifest, indent=1).encode("utf-8")
+    )
 
 
 def flush_vectors(stores: Stores, home: Path) -> None:

@@ -31,28 +31,36 @@ class RepairReport:
     after: Optional[StoreHealth] = None
 
 
-def repair_store(persist_dir: Path, embed_model: Any = None, show_progress: bool = False) -> RepairReport:
-    """Repair the store in ``persist_dir`` in place; the report says what was done."""
+def repair_store(
+    persist_dir: Path, embed_model: Any = None, show_progress: bool = False, **index_kwargs: Any
+) -> RepairReport:
+    """Repair the store in ``persist_dir`` in place; the report says what was done.
+
+    ``embed_model`` re-embeds (default: as everywhere, ending at the offline MiniLM);
+    ``index_kwargs`` (e.g. ``llm=``) go to the index when documents must be extracted again.
+    """
     persist_dir = Path(persist_dir)
     if not (persist_dir / E2RAG_DIR).is_dir():
         raise E2RAGError(f"{persist_dir} holds no e2rag store (no {E2RAG_DIR}/ folder)")
     report = RepairReport(before=full_check(persist_dir))
-    graph_lost = any("graph.sqlite" in p for p in report.before.problems)
-    if graph_lost:
-        _rebuild_from_docstore(persist_dir, embed_model, show_progress, report)
+    if not report.before.graph_usable:
+        _rebuild_from_docstore(persist_dir, embed_model, show_progress, report, index_kwargs)
     else:
-        _repair_around_graph(persist_dir, embed_model, show_progress, report)
+        _repair_around_graph(persist_dir, embed_model, show_progress, report, index_kwargs)
     report.after = full_check(persist_dir)
     return report
 
 
 # -- the graph survived -------------------------------------------------------------------------
-def _repair_around_graph(persist_dir: Path, embed_model: Any, show_progress: bool, report: RepairReport) -> None:
+def _repair_around_graph(
+    persist_dir: Path, embed_model: Any, show_progress: bool, report: RepairReport,
+    index_kwargs: dict[str, Any],
+) -> None:
     from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
     from llama_index_e2rag.persistence import VECTORS_DIR
 
     home = persist_dir / E2RAG_DIR
-    graph = SQLiteGraphStore(home / GRAPH_FILE)
+    graph = SQLiteGraphStore.open_existing(home / GRAPH_FILE)
     try:
         _record_documents(graph, report)
         _repair_vectors(graph, home / VECTORS_DIR, embed_model, show_progress, report)
@@ -62,7 +70,7 @@ def _repair_around_graph(persist_dir: Path, embed_model: Any, show_progress: boo
     shutil.rmtree(home / "lexical", ignore_errors=True)  # derived; rebuilt on the next load
     changed = _changed_documents(persist_dir)
     if changed:
-        _reextract(persist_dir, changed, embed_model, show_progress, report)
+        _reextract(persist_dir, changed, embed_model, show_progress, report, index_kwargs)
 
 
 def _record_documents(graph: Any, report: RepairReport) -> None:
@@ -248,19 +256,20 @@ def documents_from_docstore(persist_dir: Path, doc_ids: Optional[list[str]] = No
 
 
 def _reextract(persist_dir: Path, doc_ids: list[str], embed_model: Any, show_progress: bool,
-               report: RepairReport) -> None:
-    from llama_index_e2rag.cli import load_store
+               report: RepairReport, index_kwargs: dict[str, Any]) -> None:
+    from llama_index_e2rag.loading import load_index
 
     documents = documents_from_docstore(persist_dir, doc_ids)
-    index = load_store(persist_dir, progress=show_progress, embed_model=embed_model,
-                       cache_dir=str(persist_dir), show_progress=show_progress)
+    options = dict(index_kwargs, **({"embed_model": embed_model} if embed_model else {}))
+    index = load_index(persist_dir, cache_dir=str(persist_dir), show_progress=show_progress,
+                       **options)
     index.insert_documents(documents)
     index.storage_context.persist(str(persist_dir))
     report.actions.append(f"extracted {len(documents)} document(s) whose graph rows had changed again")
 
 
 def _rebuild_from_docstore(persist_dir: Path, embed_model: Any, show_progress: bool,
-                           report: RepairReport) -> None:
+                           report: RepairReport, index_kwargs: dict[str, Any]) -> None:
     from llama_index_e2rag.builders import restore_builders
     from llama_index_e2rag.index import E2RAGIndex
     from llama_index_e2rag.store_info import read_struct
@@ -281,6 +290,7 @@ def _rebuild_from_docstore(persist_dir: Path, embed_model: Any, show_progress: b
         doc_builders=restore_builders(config.get("doc_builders") or {}),
         cache_dir=str(persist_dir),
         show_progress=show_progress,
+        **index_kwargs,
     )
     index.storage_context.persist(str(persist_dir))
     extractor = ", ".join(type(e).__name__ for e in index.extractors)

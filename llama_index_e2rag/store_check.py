@@ -72,6 +72,8 @@ class StoreHealth:
 
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: False when the graph database is missing or SQLite finds it damaged
+    graph_usable: bool = True
 
     @property
     def ok(self) -> bool:
@@ -87,6 +89,8 @@ def full_check(persist_dir: Path) -> StoreHealth:
     persist_dir = Path(persist_dir)
     home = persist_dir / E2RAG_DIR
     sums = Checksums(persist_dir)
+    if sums.path.exists() and not sums.read():
+        health.notes.append(f"{sums.path} is unreadable: the JSON files are not checked")
     for name in sorted(set(USED_FILES) | set(sums.names())):
         path = persist_dir / name
         problem = sums.check(name)
@@ -103,17 +107,21 @@ def full_check(persist_dir: Path) -> StoreHealth:
     graph: Optional[SQLiteGraphStore] = None
     if not graph_path.is_file():
         health.problems.append(f"{graph_path} is missing")
+        health.graph_usable = False
     else:
-        graph = SQLiteGraphStore(graph_path)
+        problem = None
         try:
+            graph = SQLiteGraphStore.open_existing(graph_path, hint(persist_dir))
             problem = graph.quick_check()
             if problem is not None:
                 health.problems.append(f"{graph_path} is damaged ({problem})")
-                graph.close()
-                graph = None
         except StoreDamagedError as exc:
-            health.problems.append(str(exc))
-            graph.close()
+            problem = str(exc)
+            health.problems.append(problem)
+        if problem is not None:
+            health.graph_usable = False
+            if graph is not None:
+                graph.close()
             graph = None
     vectors = EmbeddedVectors.open(home / "vectors", salvage=True)
     health.problems.extend(f"{home / 'vectors'}: {d}" for d in vectors.damaged)

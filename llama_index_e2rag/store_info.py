@@ -52,7 +52,7 @@ def summarize(store: Path, chrono_label: str) -> Optional[StoreSummary]:
     graph_file = store / E2RAG_DIR / GRAPH_FILE
     if struct is None or struct.get("graph_json") or not graph_file.is_file():
         return None
-    graph = SQLiteGraphStore(graph_file)
+    graph = SQLiteGraphStore.open_existing(graph_file)
     try:
         counts = graph.counts()
         chunks: dict[str, int] = {}

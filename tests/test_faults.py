@@ -123,6 +123,7 @@ def test_a_writer_killed_at_any_step_leaves_the_previous_or_the_new_store(
         seen["before" if now == before else "after"] += 1
         assert_whole(index, store)
         shutil.rmtree(store)
+    print(f"fault trials {scenario}: {steps} steps, {seen}")  # shown with -s (closing figures)
     assert seen["before"] and seen["after"], seen  # the commit point lies inside the run
 
 
@@ -150,6 +151,7 @@ def test_a_first_save_killed_at_any_step_is_refused_clearly_or_complete_and_can_
         assert code == 0, f"re-indexing over a save killed at step {kill_at} failed"
         assert state(load(store)) == expected
         shutil.rmtree(store)
+    print(f"fault trials first_save: {steps} steps, {outcomes}")
     assert outcomes["refused"] and outcomes["complete"], outcomes
 
 
@@ -165,12 +167,14 @@ def _damage(path: Path, how: str) -> None:
         path.unlink()
     elif how == "truncated":
         path.write_bytes(data[: len(data) // 3])
+    elif how == "emptied":
+        path.write_bytes(b"")
     else:  # one bit flipped in the middle
         middle = len(data) // 2
         path.write_bytes(data[:middle] + bytes([data[middle] ^ 0x10]) + data[middle + 1 :])
 
 
-@pytest.mark.parametrize("how", ["deleted", "truncated", "bit-flipped"])
+@pytest.mark.parametrize("how", ["deleted", "truncated", "emptied", "bit-flipped"])
 def test_every_damaged_file_is_named_or_harmless_and_repair_restores_the_store(
     how: str, base_store: Path, tmp_path: Path
 ) -> None:
@@ -181,7 +185,7 @@ def test_every_damaged_file_is_named_or_harmless_and_repair_restores_the_store(
     files = [p.relative_to(base_store) for p in _files(base_store)]
     assert len(files) >= 10
     for name in files:
-        if how == "bit-flipped" and not (base_store / name).stat().st_size:
+        if how in ("bit-flipped", "emptied") and not (base_store / name).stat().st_size:
             continue  # an empty file (a checkpointed SQLite journal) has no bit to flip
         store = tmp_path / "s"
         shutil.copytree(base_store, store)

@@ -79,6 +79,41 @@ class SQLiteGraphStore(SQLGraphStore):
         problems = [r[0] for r in rows if r[0] != "ok"]
         return "; ".join(problems[:3]) if problems else None
 
+    @classmethod
+    def open_existing(cls, path: Path, repair_hint: Optional[str] = None) -> "SQLiteGraphStore":
+        """A store's graph file, refused when it is not one: SQLite would otherwise take an
+        empty or overwritten file for a new database and create empty tables in it."""
+        graph = cls(path)
+        if repair_hint:
+            graph.repair_hint = repair_hint
+        try:
+            with open(path, "rb") as f:
+                header = f.read(16)
+        except OSError as exc:
+            raise StoreDamagedError(f"{path} cannot be read ({exc}); {graph.repair_hint}") from exc
+        if header != b"SQLite format 3\x00":
+            raise StoreDamagedError(f"{path} is not a SQLite database (empty or overwritten); "
+                                    f"{graph.repair_hint}")
+        if not graph.has_tables():
+            raise StoreDamagedError(f"{path} holds no e2rag graph; {graph.repair_hint}")
+        return graph
+
+    def has_tables(self) -> bool:
+        """Whether the file holds an e2rag graph (an existing store's file must); asked on a
+        read-only connection, before the first use would create the tables."""
+        try:
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            try:
+                rows = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'e2rag_meta'"
+                ).fetchall()
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreDamagedError(f"{self.path} is not a readable SQLite database ({exc}); "
+                                    f"{self.repair_hint}") from exc
+        return bool(rows)
+
     def _has_table(self, name: str) -> bool:
         return bool(
             self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
