@@ -3,20 +3,22 @@
 Models are resolved as everywhere else (``Settings`` > ``OPENAI_API_KEY`` > offline default), so
 with nothing configured the CLI builds LLM-free grounded graphs with MiniLM embeddings and answers
 extractively. Bad input ends with a one-line reason on stderr and a non-zero exit, never a
-traceback.
+traceback (module imports are light and lazy, so that even an early Ctrl-C finds ``main``).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
-from llama_index_e2rag.context import POS_KEY, format_position
+from llama_index_e2rag import cli_errors
 from llama_index_e2rag.errors import BadDocumentError, E2RAGError
 from llama_index_e2rag.modes import DEFAULT_MODE, HYDE_VARIANTS, RETRIEVER_MODES
-from llama_index_e2rag.schema import NodeKind
 
 if TYPE_CHECKING:
     from llama_index.core import Document
@@ -84,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--store", required=True, type=Path)
     show.set_defaults(func=_cmd_show)
 
+    repair = commands.add_parser(
+        "repair", help="rebuild what a damaged store lost from what is intact"
+    )
+    repair.add_argument("--store", required=True, type=Path)
+    repair.add_argument("--quiet", action="store_true", help="no progress bars")
+    repair.set_defaults(func=_cmd_repair)
+
     migrate = commands.add_parser(
         "migrate", help="convert a store written by llama-index-e2rag 0.1.0 to today's layout"
     )
@@ -97,17 +106,164 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``e2rag`` script; returns the exit code."""
+    """Entry point of the ``e2rag`` script; returns the exit code.
+
+    The one place where exceptions become messages: 0 on success; 1 with one line
+    ``e2rag: error: <reason>`` on stderr for any failure (an unexpected one also names the log
+    file holding its traceback); 130 with ``e2rag: interrupted`` for Ctrl-C; 2 for usage errors
+    (argparse); a closed stdout pipe (``| head``) ends quietly with 1.
+    """
     args = build_parser().parse_args(argv)
+    restore_ctrl_c = cli_errors.quiet_workers_on_ctrl_c()
     try:
-        return int(args.func(args))
-    except (E2RAGError, OSError, ValueError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"e2rag: error: {reason}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("e2rag: interrupted", file=sys.stderr)
+        return _run(args, sys.argv[1:] if argv is None else argv)
+    finally:
+        restore_ctrl_c()
+
+
+def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe fails here, not in Python's flush at exit
+        return code
+    except SystemExit:
+        raise
+    except BaseException as exc:  # every failure ends as one line, never a traceback
+        try:
+            return _fail(exc, getattr(args, "store", None), argv)
+        except KeyboardInterrupt:  # a second Ctrl-C while reporting the first failure
+            _say("e2rag: interrupted")
+            return 130
+
+
+def _say(line: str) -> None:
+    """Print one line on stderr; a closed stderr cannot turn it into a traceback."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except Exception:
+        pass
+
+
+def _fail(exc: BaseException, store: Optional[Path], argv: Sequence[str]) -> int:
+    """Say why the command failed, in one line, and return the exit code."""
+    if cli_errors.interrupted(exc):
+        _say("e2rag: interrupted")
         return 130
+    if isinstance(exc, BrokenPipeError) and cli_errors.stdout_closed():
+        cli_errors.silence_stdout()
+        return 1
+    reason = _expected_reason(exc, store)
+    if reason is None:  # a bug, or a failure nobody foresaw: keep the traceback for the report
+        log = cli_errors.write_log(exc, argv)
+        saved = (
+            f"traceback in {log}"
+            if log
+            else "traceback not saved: no writable log folder; set XDG_STATE_HOME to one"
+        )
+        what = f"unexpected {type(exc).__name__}"
+        message = cli_errors.first_line(exc)
+        reason = _damaged_reason(exc, store) or (
+            f"could not load the store {store} ({what}: {message}); if it is damaged, "
+            f"run e2rag repair --store {store}"
+            if store is not None and cli_errors.passed_through(exc, load_store.__code__)
+            else f"{what}: {message}" if message else what
+        )
+        reason += f" ({saved})"
+    _say(f"e2rag: error: {reason}")
+    return 1
+
+
+def _expected_reason(exc: BaseException, store: Optional[Path]) -> Optional[str]:
+    """The one-line reason of a failure we foresee (bad input, damaged store, missing extra,
+    permissions, full disk), or None."""
+    sqlite_error = cli_errors.find_in_chain(exc, sqlite3.Error)
+    if sqlite_error is not None:  # busy, read-only, unreachable: not a damaged database
+        reason = _sqlite_reason(sqlite_error, store)  # type: ignore[arg-type]
+        if reason is not None:
+            return reason
+        if isinstance(exc, sqlite3.Error):
+            repair = f"; run e2rag repair --store {store}" if store is not None else ""
+            db = _graph_db(store)
+            return f"damaged graph database {db} ({cli_errors.first_line(exc)}){repair}"
+    if isinstance(exc, E2RAGError):
+        reason = cli_errors.first_line(exc) or type(exc).__name__
+        damaged = any(word in reason for word in ("damaged", "corrupt", "truncated"))
+        if damaged and store is not None and "repair" not in reason:
+            reason += f" (or run e2rag repair --store {store})"
+        return reason
+    if isinstance(exc, OSError):
+        return _os_reason(exc, store)
+    if isinstance(exc, ImportError):
+        extra = cli_errors.missing_extra(exc)
+        module = exc.name or "a module"
+        if extra:
+            return f"{module} is not installed: pip install \"llama-index-e2rag[{extra}]\""
+        return f"{cli_errors.first_line(exc)}; reinstall llama-index-e2rag or install {module}"
+    if isinstance(exc, ValueError):  # bad input, or a store file llama-index could not parse
+        if cli_errors.raised_in(exc, __file__):  # our own checks of the arguments
+            return cli_errors.first_line(exc)
+        damaged = _damaged_reason(exc, store)
+        if damaged:
+            return damaged
+        reason = cli_errors.first_line(exc) or type(exc).__name__
+        if store is not None and cli_errors.passed_through(exc, load_store.__code__):
+            return (f"could not load the store {store} ({reason}); if it is damaged, "
+                    f"run e2rag repair --store {store}")
+        if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
+            return None  # a file we cannot name: keep the traceback, it shows which
+        return reason
+    return None
+
+
+def _damaged_reason(exc: BaseException, store: Optional[Path]) -> Optional[str]:
+    """'damaged store file …; run e2rag repair' when a file of ``store`` is broken."""
+    damaged = cli_errors.damaged_files(store)
+    if not damaged:
+        return None
+    path, problem = damaged[0]
+    more = f" (and {len(damaged) - 1} more damaged file(s))" if len(damaged) > 1 else ""
+    return (f"damaged store file {path}: {problem}{more}; "
+            f"run e2rag repair --store {store}")
+
+
+def _graph_db(store: Optional[Path]) -> object:
+    return store / "e2rag" / "graph.sqlite" if store is not None else "the graph database"
+
+
+def _sqlite_reason(exc: sqlite3.Error, store: Optional[Path]) -> Optional[str]:
+    """The reason when the graph database is busy, read-only or unreachable (None when it may
+    be damaged: the error that carries it says so, naming the file)."""
+    db = _graph_db(store)
+    message = cli_errors.first_line(exc)
+    low = message.lower()
+    if "locked" in low or "busy" in low:
+        return f"{db} is busy (another e2rag process is writing it); run again when it is done"
+    if "readonly" in low or "read-only" in low:
+        return (f"{db} is read-only ({message}); e2rag needs write access to the store folder, "
+                "also to query it: check its permissions")
+    if "unable to open" in low:
+        return f"cannot open {db} ({message}); check that you may read and write it and its folder"
+    if "disk is full" in low or "disk i/o" in low:
+        return f"cannot write {db} ({message}); free some disk space and run again"
+    return None
+
+
+def _os_reason(exc: OSError, store: Optional[Path]) -> str:
+    """A file-system failure in words, with what to do about it."""
+    if store is not None and store.is_file() and exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return f"--store {store} is a file; give a folder (e2rag creates it if it is missing)"
+    if not exc.strerror:  # raised by us with a full message
+        return cli_errors.first_line(exc) or type(exc).__name__
+    where = f": {exc.filename}" if exc.filename is not None else ""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied{where}; check the permissions of it and of its folder"
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return f"no space left on the disk{where}; free some space and run again"
+    if exc.errno == errno.EROFS:
+        return f"read-only file system{where}; use a --store on a writable disk"
+    if exc.errno == errno.ENOENT:
+        return f"no such file or folder{where}"
+    return f"{exc.strerror}{where}"
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -129,9 +285,10 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if _has_store(args.store):
         index = load_store(args.store, progress=not args.quiet, **options)
         index.insert_documents(documents)
-    else:
+        index.storage_context.persist(str(args.store))
+    else:  # a new store (or what a save killed before it finished left): build it aside
         index = E2RAGIndex.from_documents(documents, **options)
-    index.storage_context.persist(str(args.store))
+        _persist_new(index, args.store)
     counts = node_counts(index.graph_store)
     failures = index.extraction_report()
     print(
@@ -143,6 +300,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
+    from llama_index_e2rag.context import POS_KEY, format_position
+
     if not args.question.strip():
         raise ValueError("the question is empty; ask something, e.g. e2rag query \"Who is X?\"")
     if args.top_k is not None and args.top_k < 1:
@@ -190,13 +349,78 @@ def explain(metadata: dict) -> str:
     return "similarity only (this mode records no other signals)"
 
 
+def _persist_new(index: "E2RAGIndex", store: Path) -> None:
+    """Save a new store in a folder beside ``store`` and rename it into place, so a save killed
+    midway leaves no half store under that name (left-overs of one are replaced)."""
+    import shutil
+    import tempfile
+
+    store.parent.mkdir(parents=True, exist_ok=True)
+    if store.exists() and not store.is_dir():
+        raise E2RAGError(f"--store {store} is a file, not a folder")
+    aside = Path(tempfile.mkdtemp(prefix=f".{store.name}.", dir=store.parent))
+    try:
+        index.storage_context.persist(str(aside))
+        cache = store / "llm_cache.json"  # the LLM answers of this build: kept for the next
+        if cache.is_file():
+            shutil.move(str(cache), aside / cache.name)
+        old = store.with_name(f".{store.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        if store.exists():
+            store.rename(old)
+        aside.rename(store)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(aside, ignore_errors=True)
+        raise
+    from llama_index_e2rag.llama_files import write_checked
+    from llama_index_e2rag.persistence import E2RAG_DIR, POINTER, STORE_FORMAT
+
+    home = (store / E2RAG_DIR).resolve()  # the pointer named the folder it was saved in
+    pointer = {"graph_dict": {POINTER: [["home", str(home)], ["format", STORE_FORMAT]]}}
+    write_checked(str(store / "graph_store.json"), json.dumps(pointer))
+
+
+def _cmd_repair(args: argparse.Namespace) -> int:
+    from llama_index_e2rag.repair import repair_store
+
+    report = repair_store(args.store, show_progress=not args.quiet)
+    if not report.before.problems and not report.actions:
+        print(f"{args.store}: nothing to repair")
+    for problem in report.before.problems:
+        print(f"found: {problem}")
+    for action in report.actions:
+        print(f"repaired: {action}")
+    after = report.after
+    if after is not None and after.problems:
+        for problem in after.problems:
+            print(f"still damaged: {problem}")
+        raise E2RAGError(f"{args.store} is still damaged after repair (see above)")
+    print(f"{args.store}: the store is whole")
+    return 0
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
+    from llama_index_e2rag.store_check import full_check
     from llama_index_e2rag.store_info import summarize
 
+    health = full_check(args.store) if (args.store / "e2rag").is_dir() else None
+    if health is not None and health.problems:
+        print(f"store: {args.store}")
+        print("status: DAMAGED")
+        for problem in health.problems:
+            print(f"  {problem}")
+        more = f" (and {len(health.problems) - 1} more)" if len(health.problems) > 1 else ""
+        first = health.problems[0]
+        fix = "" if "e2rag repair" in first else f"; run: e2rag repair --store {args.store}"
+        raise E2RAGError(f"{first}{more}{fix}")
     summary = summarize(args.store, CHRONO_CHUNK_LABEL) if _has_store(args.store) else None
     if summary is None:  # no store (load_store says so) or a 0.1.0 store: load it
         summary = _loaded_summary(load_store(args.store))
     print(f"store: {args.store}")
+    print("status: ok" + ("" if health is None or not health.notes else f" ({len(health.notes)} note(s))"))
+    for note in health.notes if health is not None else []:
+        print(f"  note: {note}")
     print("documents:")
     for order, doc_id, chunks in summary.documents:
         print(f"  [{order}] {doc_id} ({chunks} chunks)")
@@ -254,6 +478,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 # -- helpers -------------------------------------------------------------------------------------
 def node_counts(graph: "GraphStore") -> dict[str, int]:
     """Nodes per kind, ChronoRAG's layer-0 chunks counted apart from the extraction chunks."""
+    from llama_index_e2rag.schema import NodeKind
+
     counts = dict(graph.counts()["nodes"])
     layer0 = sum(1 for c in graph.nodes(NodeKind.CHUNK) if c.attrs.get("layer") == 0)
     if layer0:
@@ -297,29 +523,32 @@ def read_documents(paths: Sequence[Path]) -> list["Document"]:
 
 
 def _has_store(store: Path) -> bool:
-    return (store / "index_store.json").is_file()
+    """A store to add to: its e2rag folder, or 0.1.0's layout (what a save killed before the
+    folder existed left is not one: ``index`` replaces it)."""
+    return (store / "e2rag").is_dir() or _legacy(store)
+
+
+def _legacy(store: Path) -> bool:
+    from llama_index_e2rag.store_info import read_struct
+
+    try:
+        return bool((read_struct(store) or {}).get("graph_json"))
+    except (OSError, ValueError):
+        return False
 
 
 def load_store(store: Path, progress: bool = False, **kwargs: object) -> "E2RAGIndex":
-    """Load the e2rag index persisted in ``store`` (clear error if there is none)."""
-    from llama_index.core import StorageContext, load_index_from_storage
-
-    from llama_index_e2rag.index import E2RAGIndex
+    """Load the e2rag index persisted in ``store``, its files checked first (``load_index``)."""
+    from llama_index_e2rag.loading import load_index
 
     if not _has_store(store):
         raise E2RAGError(f"no e2rag store at {store} (create one with: e2rag index PATH --store)")
     from tqdm.auto import tqdm
 
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    with tqdm(total=2, desc="Loading store", unit="step", disable=not progress) as bar:
-        bar.set_postfix_str("llama-index files")
-        storage = StorageContext.from_defaults(persist_dir=str(store))
+    with tqdm(total=1, desc="Loading store", unit="step", disable=not progress) as bar:
+        index = load_index(store, **kwargs)
         bar.update()
-        bar.set_postfix_str("e2rag stores")
-        index = load_index_from_storage(storage, persist_dir=str(store), **kwargs)
-        bar.update()
-    if not isinstance(index, E2RAGIndex):
-        raise E2RAGError(f"{store} holds a {type(index).__name__}, not an e2rag index")
     return index
 
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import multiprocessing
+import os
+import re
+import shutil
+import sqlite3
 import subprocess
 import sys
+import traceback
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 from hash_embedding import HashEmbedding
@@ -15,6 +23,12 @@ from test_index import NAMES, SEQUEL, STORY
 from llama_index_e2rag.cli import main
 
 ANSWER = "Hermione lied to protect Harry and Ron."
+
+
+@pytest.fixture(autouse=True)
+def _logs_in_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A failing test's traceback log (an unexpected error) goes to its tmp folder, not ~."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
 @pytest.fixture
@@ -255,3 +269,513 @@ def test_query_explain_and_budget(
     assert results and len(explained) == len(results)
     assert any("lexical" in line or "dense" in line for line in explained)
     assert main(["query", question, "--store", str(store), "--budget-words", "0"]) == 1
+
+
+# -- every failure is one line, never a traceback (issue "nothing lost") --------------------------
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_DIR = TESTS_DIR.parent
+#: ``e2rag`` as a process, with the deterministic embedding (no model download) and no LLM.
+RUNNER = (
+    f"import sys; sys.path.insert(0, {str(TESTS_DIR)!r})\n"
+    "from hash_embedding import HashEmbedding\n"
+    "from llama_index.core import Settings\n"
+    "Settings.embed_model = HashEmbedding()\n"
+    "import llama_index_e2rag.cli as cli\n"
+    "{patch}\n"
+    "sys.exit(cli.main())\n"
+)
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+ONE_LINE_ERROR = re.compile(r"e2rag: error: [^\n]+\n")
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home / "home"),
+        "XDG_STATE_HOME": str(home / "state"),
+        "PYTHONPATH": str(REPO_DIR),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+
+
+def _e2rag(argv: list[str], home: Path, patch: str = "", stdout: Any = None) -> Any:
+    """Run ``e2rag argv`` in a fresh interpreter (cwd ``home``, ``patch`` run first) in a
+    process group of its own (a test may send Ctrl-C to that group)."""
+    return subprocess.run(
+        [sys.executable, "-c", RUNNER.replace("{patch}", patch), *argv],
+        cwd=home,
+        env=_env(home),
+        stdout=subprocess.PIPE if stdout is None else stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def good_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small store built once, in process, with the scripted LLM and the hash embedding."""
+    folder = tmp_path_factory.mktemp("cli_good")
+    (folder / "one.txt").write_text(STORY, encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("OPENAI_API_KEY", raising=False)
+        patch.setenv("XDG_STATE_HOME", str(folder / "state"))
+        patch.setattr(Settings, "_llm", ScriptedLLM(names=NAMES, default_response=ANSWER))
+        patch.setattr(Settings, "_embed_model", HashEmbedding())
+        store = folder / "store"
+        assert main(["index", str(folder / "one.txt"), "--store", str(store), "--quiet"]) == 0
+    return store
+
+
+def _copy(good: Path, d: Path, name: str) -> Path:
+    store = d / name
+    shutil.copytree(good, store)
+    return store
+
+
+def _truncate(good: Path, d: Path, name: str) -> Path:
+    """A copy of the good store whose file ``name`` (relative to the store) is 0 bytes."""
+    store = _copy(good, d, "truncated")
+    (store / name).write_bytes(b"")
+    return store
+
+
+def _garbage_sqlite(good: Path, d: Path) -> Path:
+    store = _copy(good, d, "garbage_sqlite")
+    (store / "e2rag" / "graph.sqlite").write_bytes(b"not a database " * 500)
+    for extra in (store / "e2rag").glob("graph.sqlite-*"):
+        extra.unlink()
+    return store
+
+
+def _unwritable(good: Path, d: Path) -> Path:
+    store = _copy(good, d, "read_only")
+    for path in [store, *store.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    return store
+
+
+def _unreadable(d: Path) -> Path:
+    path = d / "secret.txt"
+    path.write_text(STORY, encoding="utf-8")
+    path.chmod(0)
+    return path
+
+
+#: name -> (needs a non-root user, argv from (case folder, good store), words the line must hold;
+#: "a|b" is either word)
+BAD_INPUTS: dict[str, tuple[bool, Callable[[Path, Path], list[str]], tuple[str, ...]]] = {
+    "missing_file": (False, lambda d, g: ["index", str(d / "nope.txt"), "--store", str(d / "s")],
+                     ("no such file or folder", "nope.txt")),
+    "folder_without_text": (
+        False,
+        lambda d, g: (d / "pics").mkdir() or (d / "pics" / "a.png").write_bytes(b"\x89PNG")
+        and ["index", str(d / "pics"), "--store", str(d / "s")],
+        ("holds no text files",),
+    ),
+    "binary_file": (
+        False,
+        lambda d, g: (d / "b.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff")
+        and ["index", str(d / "b.txt"), "--store", str(d / "s")],
+        ("b.txt",),
+    ),
+    "latin1_file": (
+        False,
+        lambda d, g: (d / "l.txt").write_bytes("Hermione café".encode("latin-1"))
+        and ["index", str(d / "l.txt"), "--store", str(d / "s")],
+        ("l.txt", "not UTF-8"),
+    ),
+    "unreadable_file": (True, lambda d, g: ["index", str(_unreadable(d)), "--store", str(d / "s")],
+                        ("permission denied", "secret.txt")),
+    "store_is_a_file_index": (
+        False,
+        lambda d, g: (d / "f").write_text("x") and ["index", str(g.parent / "one.txt"),
+                                                     "--store", str(d / "f"), "--quiet"],
+        ("is a file",),
+    ),
+    "store_is_a_file_query": (
+        False,
+        lambda d, g: (d / "f").write_text("x") and ["query", "Who?", "--store", str(d / "f")],
+        ("no e2rag store",),
+    ),
+    "truncated_docstore": (
+        False,
+        lambda d, g: ["query", "Who?", "--store", str(_truncate(g, d, "docstore.json")), "--quiet"],
+        ("docstore.json", "e2rag repair --store"),
+    ),
+    "truncated_index_store": (
+        False,
+        lambda d, g: ["query", "Who?", "--quiet", "--store",
+                      str(_truncate(g, d, "index_store.json"))],
+        ("index_store.json", "e2rag repair --store"),
+    ),
+    "truncated_index_store_show": (
+        False,
+        lambda d, g: ["show", "--store", str(_truncate(g, d, "index_store.json"))],
+        ("e2rag repair --store",),  # show lists the damaged files on stdout
+    ),
+    "truncated_graph_store": (
+        False,
+        lambda d, g: ["query", "Who?", "--quiet", "--store",
+                      str(_truncate(g, d, "graph_store.json"))],
+        ("graph_store.json", "e2rag repair --store"),
+    ),
+    "truncated_docstore_index": (
+        False,
+        lambda d, g: ["index", str(g.parent / "one.txt"), "--store",
+                      str(_truncate(g, d, "docstore.json")), "--quiet"],
+        ("docstore.json", "e2rag repair --store"),
+    ),
+    "garbage_graph_database": (
+        False,
+        lambda d, g: ["query", "Who?", "--store", str(_garbage_sqlite(g, d)), "--quiet"],
+        ("graph.sqlite", "e2rag repair --store"),
+    ),
+    "empty_store_folder": (
+        False,
+        lambda d, g: (d / "empty").mkdir() or ["query", "Who?", "--store", str(d / "empty")],
+        ("no e2rag store",),
+    ),
+    "query_missing_store": (False, lambda d, g: ["query", "Who?", "--store", str(d / "none")],
+                            ("no e2rag store",)),
+    "show_not_a_store": (
+        False,
+        lambda d, g: (d / "docs").mkdir() or ["show", "--store", str(d / "docs")],
+        ("no e2rag store",),
+    ),
+    "migrate_current_store": (False, lambda d, g: ["migrate", "--store", str(_copy(g, d, "c"))],
+                              ("0.1.0",)),
+    "unwritable_store_index": (
+        True,
+        lambda d, g: ["index", str(g.parent / "one.txt"), "--store", str(_unwritable(g, d)),
+                      "--quiet"],
+        ("read_only", "permission|read-only"),
+    ),
+    "unwritable_new_store": (
+        True,
+        lambda d, g: (d / "ro").mkdir(mode=0o555) or ["index", str(g.parent / "one.txt"),
+                                                      "--store", str(d / "ro" / "s"), "--quiet"],
+        ("permission denied",),
+    ),
+    "empty_question": (False, lambda d, g: ["query", " ", "--store", str(g)],
+                       ("the question is empty",)),
+    "top_k_zero": (False, lambda d, g: ["query", "Who?", "--store", str(g), "--top-k", "0"],
+                   ("--top-k must be at least 1",)),
+    "budget_zero": (False, lambda d, g: ["query", "Who?", "--store", str(g), "--budget-words", "0"],
+                    ("--budget-words must be at least 1",)),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_input_runs(
+    good_store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """Every case of ``BAD_INPUTS`` started at once (each is a process), results by name."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2)))
+    runs = {}
+    for name, (needs_user, make_argv, _) in BAD_INPUTS.items():
+        if needs_user and IS_ROOT:
+            continue
+        case = tmp_path_factory.mktemp(name)
+        (case / "home").mkdir()
+        runs[name] = (case, pool.submit(_e2rag, make_argv(case, good_store), case))
+    yield runs
+    pool.shutdown()
+    for case, _ in runs.values():  # let pytest clean up the read-only cases
+        for path in [case, *case.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | 0o700)
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_input_process_prints_one_error_line_and_no_traceback(
+    bad_input_runs: dict[str, Any], name: str
+) -> None:
+    if name not in bad_input_runs:
+        pytest.skip("running as root: file permissions do not apply")
+    case, future = bad_input_runs[name]
+    result = future.result()
+    assert ONE_LINE_ERROR.fullmatch(result.stderr), result.stderr
+    assert "Traceback" not in result.stderr and result.returncode == 1
+    for word in BAD_INPUTS[name][2]:  # "a|b": either
+        assert any(alternative in result.stderr for alternative in word.split("|")), word
+    assert not (case / "state").exists()  # an expected error writes no traceback log
+
+
+def test_the_good_store_has_no_damaged_file(good_store: Path) -> None:
+    """The damage check behind the bad-store messages does not flag a sound store (its empty
+    lock files included)."""
+    from llama_index_e2rag.cli_errors import damaged_files
+
+    assert damaged_files(good_store) == []
+    assert damaged_files(good_store.parent / "one.txt") == []
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("boom"),
+        RuntimeError("first line\nsecond line"),
+        RuntimeError(),
+        KeyError("doc-1"),
+        AttributeError("'NoneType' object has no attribute 'nodes'"),
+        ZeroDivisionError("division by zero"),
+    ],
+    ids=repr,
+)
+def test_unexpected_error_is_one_line_naming_a_log_with_the_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    good_store: Path,
+    exc: BaseException,
+) -> None:
+    import llama_index_e2rag.cli as cli
+
+    def failing_show(args: object) -> int:
+        raise exc
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(cli, "_cmd_show", failing_show)
+    assert main(["show", "--store", str(good_store)]) == 1
+    err = capsys.readouterr().err
+    line = re.fullmatch(r"e2rag: error: unexpected (\w+)(: [^\n]+)? \(traceback in (.+)\)\n", err)
+    assert line, err
+    assert line.group(1) == type(exc).__name__
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    assert (line.group(2) or "") == (f": {first}" if first else "")
+    log = Path(line.group(3))
+    assert log.parent == tmp_path / "state" / "e2rag" / "logs"
+    assert re.fullmatch(rf"e2rag-\d{{8}}-\d{{6}}-{os.getpid()}(-\d+)?\.log", log.name)
+    text = log.read_text(encoding="utf-8")
+    assert "Traceback (most recent call last)" in text and "in failing_show" in text
+    assert f"command: e2rag show --store {good_store}" in text
+    assert text.rstrip().endswith(traceback.format_exception_only(exc)[-1].rstrip())
+    assert log.stat().st_mode & 0o077 == 0  # it may quote the user's documents: private
+
+
+def test_the_log_falls_back_to_home_then_temp_then_says_it_was_not_saved(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tempfile
+
+    import llama_index_e2rag.cli as cli
+
+    def failing_show(args: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "_cmd_show", failing_show)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("folders cannot be made under a file", encoding="utf-8")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocker / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    argv = ["show", "--store", str(tmp_path)]
+
+    def logged() -> Path:
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        found = re.fullmatch(r"e2rag: error: unexpected RuntimeError: boom \(traceback in (.+)\)\n",
+                             err)
+        assert found, err
+        return Path(found.group(1))
+
+    assert logged().parent == tmp_path / "home" / ".local" / "state" / "e2rag" / "logs"
+    monkeypatch.setenv("HOME", str(blocker / "home"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    assert logged().parent == tmp_path / "tmp"
+    monkeypatch.setattr(tempfile, "tempdir", str(blocker / "tmp"))
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("e2rag: error: unexpected RuntimeError: boom (traceback not saved")
+    assert err.count("\n") == 1 and "XDG_STATE_HOME" in err
+
+
+def test_an_unexpected_error_in_a_process_names_its_log(good_store: Path, tmp_path: Path) -> None:
+    patch = "def boom(args):\n    raise RuntimeError('boom')\ncli._cmd_show = boom"
+    result = _e2rag(["show", "--store", str(good_store)], tmp_path, patch)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    found = re.fullmatch(r"e2rag: error: unexpected RuntimeError: boom \(traceback in (.+)\)\n",
+                         result.stderr)
+    assert found, result.stderr
+    log = Path(found.group(1))
+    assert log.parent == tmp_path / "state" / "e2rag" / "logs"
+    text = log.read_text(encoding="utf-8")
+    assert "Traceback (most recent call last)" in text and ", in boom\n" in text
+
+
+def _interrupt_directly() -> None:
+    raise KeyboardInterrupt
+
+
+def _interrupt_in_a_thread() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(_interrupt_directly).result()
+
+
+def _interrupt_in_asyncio() -> None:
+    import asyncio
+
+    async def task() -> None:
+        raise KeyboardInterrupt
+
+    async def gather() -> None:
+        await asyncio.gather(task(), asyncio.sleep(0))
+
+    asyncio.run(gather())
+
+
+def _interrupt_wrapped() -> None:
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as exc:
+        raise RuntimeError("worker stopped") from exc
+
+
+def _interrupt_grouped() -> None:
+    raise BaseExceptionGroup("workers", [ValueError("x"), KeyboardInterrupt()])
+
+
+@pytest.mark.parametrize(
+    "interrupt",
+    [_interrupt_directly, _interrupt_in_a_thread, _interrupt_in_asyncio, _interrupt_wrapped,
+     _interrupt_grouped],
+)
+def test_ctrl_c_anywhere_exits_130_with_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    interrupt: Callable[[], None],
+) -> None:
+    import llama_index_e2rag.cli as cli
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(cli, "_cmd_show", lambda args: interrupt())
+    assert main(["show", "--store", str(tmp_path)]) == 130
+    assert capsys.readouterr().err == "e2rag: interrupted\n"
+    assert not (tmp_path / "state").exists()
+
+
+CTRL_C_WITH_A_FORKED_WORKER = """
+import multiprocessing, os, signal, time
+def work(ready):
+    ready.set()
+    while True:
+        time.sleep(1)
+def parse_in_a_worker(args):
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+    proc = ctx.Process(target=work, args=(ready,))
+    proc.start()
+    ready.wait()
+    try:
+        os.killpg(0, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group
+        while True:
+            time.sleep(1)
+    finally:
+        proc.join()
+        print(f"worker exit code {proc.exitcode}", flush=True)
+cli._cmd_show = parse_in_a_worker
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "killpg") or "fork" not in multiprocessing.get_all_start_methods(),
+    reason="needs process groups and forked workers",
+)
+def test_ctrl_c_with_forked_workers_prints_no_worker_traceback(tmp_path: Path) -> None:
+    """spaCy's ``n_process`` workers are forked: on Ctrl-C each printed its own traceback."""
+    result = _e2rag(["show", "--store", str(tmp_path)], tmp_path, CTRL_C_WITH_A_FORKED_WORKER)
+    assert result.stderr == "e2rag: interrupted\n"
+    assert result.returncode == 130
+    assert result.stdout == "worker exit code 130\n"
+
+
+def test_a_closed_stdout_pipe_ends_quietly(good_store: Path, tmp_path: Path) -> None:
+    """``e2rag show … | head -0``: the reader is gone before e2rag writes."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = _e2rag(["show", "--store", str(good_store)], tmp_path, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert result.stderr == ""  # no traceback, no "Exception ignored", no error line
+    assert result.returncode == 1
+
+
+def test_a_broken_pipe_elsewhere_is_an_error(good_store: Path, tmp_path: Path) -> None:
+    """Only a closed stdout is quiet; a broken pipe to anything else is reported."""
+    patch = "def boom(args):\n    raise BrokenPipeError(32, 'Broken pipe')\ncli._cmd_show = boom"
+    result = _e2rag(["show", "--store", str(good_store)], tmp_path, patch)
+    assert result.returncode == 1
+    assert ONE_LINE_ERROR.fullmatch(result.stderr) and "Broken pipe" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "module, extra",
+    [("psycopg", "postgres"), ("lightrag", "lightrag"), ("spacy", "offline"),
+     ("onnxruntime", "offline"), ("qdrant_client", "stores"), ("openai", "openai"),
+     ("llama_index.llms.openai", "openai"), ("llama_index.vector_stores.chroma", "stores")],
+)
+def test_a_missing_extra_names_the_pip_install(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    module: str,
+    extra: str,
+) -> None:
+    import llama_index_e2rag.cli as cli
+
+    def needs_extra(args: object) -> int:
+        raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+    monkeypatch.setattr(cli, "_cmd_show", needs_extra)
+    assert main(["show", "--store", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f'e2rag: error: {module} is not installed: pip install "llama-index-e2rag[{extra}]"\n'
+    )
+
+
+@pytest.mark.parametrize(
+    "exc, words",
+    [
+        (OSError(errno.ENOSPC, "No space left on device", "/s/docstore.json"),
+         ("no space left", "/s/docstore.json", "free some space")),
+        (PermissionError(errno.EACCES, "Permission denied", "/s/graph.sqlite"),
+         ("permission denied", "/s/graph.sqlite", "check the permissions")),
+        (OSError(errno.EROFS, "Read-only file system", "/s"), ("read-only file system",)),
+        (sqlite3.OperationalError("database is locked"), ("busy", "run again")),
+        (sqlite3.OperationalError("attempt to write a readonly database"),
+         ("read-only", "permissions")),
+        (sqlite3.DatabaseError("database disk image is malformed"),
+         ("damaged graph database", "graph.sqlite", "e2rag repair --store")),
+        (ValueError("chunk_size must be positive\nmore"), ("chunk_size must be positive",)),
+    ],
+    ids=repr,
+)
+def test_expected_failures_say_what_to_do_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    exc: BaseException,
+    words: tuple[str, ...],
+) -> None:
+    import llama_index_e2rag.cli as cli
+
+    def failing(args: object) -> int:
+        raise exc
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(cli, "_cmd_show", failing)
+    assert main(["show", "--store", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert ONE_LINE_ERROR.fullmatch(err), err
+    assert "unexpected" not in err and not (tmp_path / "state").exists()
+    for word in words:
+        assert word in err
