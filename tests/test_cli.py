@@ -779,3 +779,46 @@ def test_expected_failures_say_what_to_do_in_one_line(
     assert "unexpected" not in err and not (tmp_path / "state").exists()
     for word in words:
         assert word in err
+
+
+# -- damaged stores: show says so, repair mends, a half-saved new store is replaced -------------
+def test_show_reports_a_damaged_store_and_repair_mends_it(
+    models: ScriptedLLM, books: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    assert main(["index", str(books), "--store", str(store), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["query", "Who lied to the teachers?", "--store", str(store), "--quiet"]) == 0
+    answer = capsys.readouterr().out
+    for segment in (store / "e2rag" / "vectors").glob("vectors-*.npy"):
+        segment.write_bytes(segment.read_bytes()[:100])  # every vector file cut short
+    assert main(["show", "--store", str(store)]) == 1
+    captured = capsys.readouterr()
+    assert "status: DAMAGED" in captured.out
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("e2rag: error:") and ".npy" in line and "e2rag repair" in line
+    assert main(["query", "Who lied?", "--store", str(store), "--quiet"]) == 1
+    capsys.readouterr()
+    assert main(["repair", "--store", str(store), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "re-embedded" in out and "the store is whole" in out
+    assert main(["show", "--store", str(store)]) == 0
+    assert "status: ok" in capsys.readouterr().out
+    assert main(["query", "Who lied to the teachers?", "--store", str(store), "--quiet"]) == 0
+    assert capsys.readouterr().out == answer
+
+
+def test_index_over_what_a_killed_first_save_left_builds_the_store(
+    models: ScriptedLLM, books: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "docstore.json").write_text('{"docstore/data": {}}')  # what a killed save left
+    (store / "index_store.json").write_text("")
+    assert main(["query", "Who?", "--store", str(store), "--quiet"]) == 1
+    assert "no e2rag store" in capsys.readouterr().err
+    assert main(["index", str(books), "--store", str(store), "--quiet"]) == 0
+    assert main(["show", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "status: ok" in out and "one.txt" in out and "two.md" in out
+    assert not list(tmp_path.glob(".store*"))  # the folder built aside was renamed into place
