@@ -117,6 +117,13 @@ def test_no_ends_a_sentence_unless_a_number_follows():
     assert _texts("Room No. 7 was his. He slept.") == ["Room No. 7 was his.", "He slept."]
 
 
+def test_what_follows_a_stop_is_read_across_white_space_but_not_a_blank_line():
+    assert _texts("J.   \n  R. Smith came. He sat.") == ["J.   \n  R. Smith came.", "He sat."]
+    assert _texts("Room No. \t 7 was his. He slept.") == ["Room No. \t 7 was his.", "He slept."]
+    assert _texts("He met J.\n\nSmith left.") == ["He met J.", "Smith left."]
+    assert _texts("It was No.\n\n7 came next.") == ["It was No.", "7 came next."]
+
+
 def test_paragraph_spans_split_on_blank_lines_only():
     text = "one\ntwo\n\nthree\n  \nfour"
     assert [text[a:b] for a, b in paragraph_spans(text)] == ["one\ntwo", "three", "four"]

@@ -13,11 +13,12 @@ object, passive agent, preposition), with the rules spelled out in ``docs/offlin
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import combinations, pairwise
-from typing import Any, Optional, Sequence
+from itertools import pairwise
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from llama_index.core.schema import BaseNode, TransformComponent
 from pydantic import Field
@@ -48,6 +49,16 @@ _SPACY_LOCK = threading.Lock()
 #: Chunks in one call from which parsing uses worker processes (below, starting them costs more).
 PARALLEL_PARSE_CHUNKS = 64
 _PARSE_LOCK = threading.Lock()
+#: Longest whitespace-free run spaCy's tokenizer splits into tokens; longer ones are one token
+#: (``_long_word_or``).
+LONGEST_SPLIT_WORD = 100
+_LONG_WORD = re.compile(r"\S{%d,}" % (LONGEST_SPLIT_WORD + 1))
+#: Nodes of one sentence up to which every pair gets a co_event / co_mention edge; in a longer
+#: one (text without sentence ends) each node is paired with its next ``CO_NEIGHBOURS`` only.
+CO_PAIRS_ALL_UP_TO = 40
+CO_NEIGHBOURS = 20
+#: Longest token spaCy's ``like_url`` is asked about (browsers' practical URL limit).
+LONGEST_URL = 2048
 
 #: Named-entity labels that become mentions even when they fill no role.
 _NAMED = frozenset(
@@ -114,12 +125,56 @@ def _load(model: str) -> Any:
             f"Grounded extraction needs spaCy and its English model: pip install spacy {_SPACY_PIP}"
         ) from exc
     try:
-        return spacy.load(model)
+        nlp = spacy.load(model)
     except OSError as exc:
         raise MissingModelError(
             f"spaCy model {model!r} is not installed: pip install {_SPACY_PIP} "
             "(or pip install 'llama-index-e2rag[offline]')."
         ) from exc
+    _linear_on_long_runs(nlp)
+    return nlp
+
+
+def _linear_on_long_runs(nlp: Any) -> None:
+    """Keep parsing time linear in the length of a whitespace-free run (see the two classes)."""
+    from spacy.attrs import LIKE_URL
+
+    tokenizer = nlp.tokenizer
+    if hasattr(tokenizer, "token_match"):
+        tokenizer.token_match = _long_word_or(tokenizer.token_match)
+    getters = nlp.vocab.lex_attr_getters
+    if getters.get(LIKE_URL) is not None:
+        getters[LIKE_URL] = _ShortUrlTest(getters[LIKE_URL])
+
+
+def _long_word_or(other: Any) -> Any:
+    """A tokenizer ``token_match`` keeping a whitespace-free run longer than
+    ``LONGEST_SPLIT_WORD`` characters one token, else matching what ``other`` matches.
+
+    spaCy's tokenizer peels prefixes and suffixes off a run one at a time and copies the rest
+    each time, so its cost grows with the square of the run's length (64k characters of
+    "..............................,": 20 s). No word of prose is that long, so only junk runs
+    (and overlong URLs) change: one token instead of many. A regex's ``match``, as spaCy needs
+    to save the tokenizer; an ``other`` that is no regex is kept as it is.
+    """
+    if other is None:
+        return _LONG_WORD.match
+    pattern = getattr(getattr(other, "__self__", None), "pattern", None)
+    if not isinstance(pattern, str):
+        return other
+    return re.compile(f"(?:{_LONG_WORD.pattern})|(?:{pattern})", other.__self__.flags).match
+
+
+class _ShortUrlTest:
+    """spaCy's ``like_url`` lexeme test, false past ``LONGEST_URL`` characters: its regex takes
+    time growing with the square of a string's length (32k characters of "!?.,;:-": 0.8 s, 128k:
+    12 s), and it runs on every new token, however long."""
+
+    def __init__(self, like_url: Callable[[str], bool]) -> None:
+        self.like_url = like_url
+
+    def __call__(self, text: str) -> bool:
+        return len(text) <= LONGEST_URL and self.like_url(text)
 
 
 def load_spacy(model: str = SPACY_MODEL) -> Any:
@@ -195,6 +250,8 @@ class _DocFrames:
             ref = self._named_ref(ent) if ent.label_ == "PERSON" else None
             if ref is not None:
                 self._persons.append((ent.start, ref.key, ref.name, _gender_of(ent)))
+        #: token index -> trimmed token range of its sentence (built when first asked)
+        self._sentence_range: Optional[dict[int, tuple[int, int]]] = None
         self.frames = [self._frame(tok) for tok in doc if self._is_predicate(tok)]
         self.named = [self._named_ref(e) for e in doc.ents if e.label_ in _NAMED]
 
@@ -356,27 +413,30 @@ class _DocFrames:
         return frame
 
     def _clause(self, verb: Any) -> tuple[int, int]:
-        """Token range of the verb's own clause: its subtree minus other clauses at the edges."""
-        cut: set[int] = set()
-        for child in verb.children:
-            if child.dep_ in _OWN_CLAUSE_DEPS and child.dep_ != "relcl":
-                cut.update(t.i for t in child.subtree)
-        kept = [t for t in verb.subtree if t.i not in cut]
-        while len(kept) > 1 and _trimmable(kept[0]):
-            kept.pop(0)
-        while len(kept) > 1 and _trimmable(kept[-1]):
-            kept.pop()
-        return kept[0].i, kept[-1].i + 1
+        """Token range of the verb's own clause: its subtree minus other clauses at the edges.
 
-    @staticmethod
-    def is_whole_sentence(frame: _Frame) -> bool:
+        Read from both edges inward, a cut clause skipped whole: listing the subtree made a
+        sentence that chains clauses ("he ran and he ran and ...") quadratic in its length.
+        """
+        lefts = [c for c in verb.lefts if not _own_clause(c)]
+        rights = [c for c in verb.rights if not _own_clause(c)]
+        return _trimmed(
+            _subtree_walk(verb, lefts, rights, backward=False),
+            _subtree_walk(verb, lefts, rights, backward=True),
+        )
+
+    def is_whole_sentence(self, frame: _Frame) -> bool:
         """Whether the clause is its sentence up to edge punctuation and conjunctions."""
-        tokens = list(frame.verb.sent)
-        while len(tokens) > 1 and _trimmable(tokens[0]):
-            tokens.pop(0)
-        while len(tokens) > 1 and _trimmable(tokens[-1]):
-            tokens.pop()
-        return (tokens[0].i, tokens[-1].i + 1) == frame.clause
+        if self._sentence_range is None:  # once per parse, not once per verb
+            doc = self.doc
+            self._sentence_range = {}
+            for sent in doc.sents:
+                bounds = _trimmed(
+                    (doc[i] for i in range(sent.start, sent.end)),
+                    (doc[i] for i in range(sent.end - 1, sent.start - 1, -1)),
+                )
+                self._sentence_range.update(dict.fromkeys(range(sent.start, sent.end), bounds))
+        return self._sentence_range[frame.verb.i] == frame.clause
 
     def title(self, frame: _Frame) -> str:
         """Lemma-based short name: 'Harry open door'."""
@@ -392,6 +452,49 @@ class _DocFrames:
             head = self.doc[second.anchor]
             words.append(second.name if second.label or head.pos_ == "PRON" else head.lemma_)
         return " ".join(words)
+
+
+def _own_clause(child: Any) -> bool:
+    """A child heading a clause of its own, cut from its head's clause (a relative clause stays)."""
+    return child.dep_ in _OWN_CLAUSE_DEPS and child.dep_ != "relcl"
+
+
+def _subtree_walk(root: Any, lefts: list[Any], rights: list[Any], backward: bool) -> Iterator[Any]:
+    """``root.subtree`` with only the children ``lefts`` and ``rights`` of ``root``, in spaCy's
+    order (left children's subtrees, the token, right children's subtrees) or its reverse;
+    lazy, so a caller reading the edges pays for the edges only, and without recursion."""
+    stack: list[tuple[Any, bool]] = []
+
+    def push(tok: Any, left: list[Any], right: list[Any]) -> None:
+        # the stack pops in output order: push the last output first
+        if backward:
+            stack.extend((t, False) for t in left)
+            stack.append((tok, True))
+            stack.extend((t, False) for t in right)
+        else:
+            stack.extend((t, False) for t in reversed(right))
+            stack.append((tok, True))
+            stack.extend((t, False) for t in reversed(left))
+
+    push(root, lefts, rights)
+    while stack:
+        tok, ready = stack.pop()
+        if ready:
+            yield tok
+        else:
+            push(tok, list(tok.lefts), list(tok.rights))
+
+
+def _trimmed(forward: Iterator[Any], backward: Iterator[Any]) -> tuple[int, int]:
+    """``(first.i, last.i + 1)`` of a token sequence given from both ends, after dropping
+    trimmable tokens at both edges while more than one is left (what popping them off a list
+    does, reading only the edges)."""
+    first = next((t for t in forward if not _trimmable(t)), None)
+    if first is None:  # all trimmable: popping from the front leaves the last token
+        last = next(backward)
+        return last.i, last.i + 1
+    last = next(t for t in backward if not _trimmable(t))
+    return first.i, last.i + 1
 
 
 class _FragmentBuilder:
@@ -547,7 +650,12 @@ class _FragmentBuilder:
         return event
 
     def _co_edges(self, events: list[GraphNode]) -> None:
-        """co_event / co_mention between nodes sharing a sentence (chunk-wide pairs grow as n²)."""
+        """co_event / co_mention between nodes sharing a sentence (chunk-wide pairs grow as n²).
+
+        A sentence with more than ``CO_PAIRS_ALL_UP_TO`` events (or mentions) links each only to
+        its next ``CO_NEIGHBOURS``: text without sentence ends (48 KB of "Peter ran and ") made
+        740,000 edges from 3,700 events.
+        """
         groups: dict[tuple[EdgeKind, str], list[str]] = {}
         for event in events:
             key = (EdgeKind.CO_EVENT, event.attrs.get("sentence_id", ""))
@@ -557,9 +665,11 @@ class _FragmentBuilder:
                 groups.setdefault((EdgeKind.CO_MENTION, sentence_id), []).append(mention.id)
         pairs: set[tuple[EdgeKind, str, str]] = set()
         for (kind, _), ids in groups.items():
-            for a, b in combinations(ids, 2):
-                if (kind, b, a) not in pairs:
-                    pairs.add((kind, a, b))
+            reach = len(ids) if len(ids) <= CO_PAIRS_ALL_UP_TO else CO_NEIGHBOURS
+            for i, a in enumerate(ids):
+                for b in ids[i + 1 : i + 1 + reach]:
+                    if (kind, b, a) not in pairs:
+                        pairs.add((kind, a, b))
         for kind, a, b in sorted(pairs):
             self._edge(a, b, kind)
 
