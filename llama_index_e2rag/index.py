@@ -1,6 +1,6 @@
 """``E2RAGIndex``: build, update, persist and load the narrative graph as a LlamaIndex index.
 
-The write path (validation, chunking, staging, embedding) lives in ``ingest`` and the storage in
+The write path (``validation``, ``chunking``, then staging and embedding) lives in ``ingest`` and the storage in
 ``stores`` (a typed ``Stores`` object handed to ingestion and retrievers; never the index); this
 module wires them to llama-index's ``BaseIndex`` API and resolves models lazily and thread-safely.
 Plain ``StorageContext.persist`` / ``load_index_from_storage`` round-trip everything
@@ -39,23 +39,23 @@ from llama_index_e2rag.builders import DocumentBuilder, builder_configs, restore
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY, chunk_doc_id, hide_internal_keys
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.ingest import (
+from llama_index_e2rag.chunking import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
+    chunk_document,
+    default_chunk_overlap,
+    default_chunk_size,
+)
+from llama_index_e2rag.ingest import (
     EMBEDDED_KINDS,
     DocOrders,
     WriteLock,
     add_stats,
-    chunk_document,
-    default_chunk_overlap,
-    default_chunk_size,
     document_write,
     embed_staged,
     stage_document,
-    validate_document,
-    validate_documents,
-    validate_nodes,
 )
+from llama_index_e2rag.validation import validate_document, validate_documents, validate_nodes
 from llama_index_e2rag.llm import run_sync
 from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_CLASSES, RETRIEVER_MODES
 from llama_index_e2rag.stores import Stores

@@ -21,15 +21,13 @@ from llama_index_e2rag.demo import SAMPLE_PATH
 from llama_index_e2rag.errors import BadDocumentError
 from llama_index_e2rag.extract.grounded import CO_NEIGHBOURS
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.ingest import (
+from llama_index_e2rag.chunking import (
     MAX_STOPS_IN_RUN,
     MAX_UNBROKEN_RUN,
     chunk_document,
     run_safe_splitter,
-    validate_document,
-    validate_documents,
-    validate_nodes,
 )
+from llama_index_e2rag.validation import validate_document, validate_documents, validate_nodes
 from llama_index_e2rag.schema import EdgeKind, NodeKind
 
 NAMES = ["Peter", "McGregor"]
