@@ -22,7 +22,7 @@ import os
 import threading
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import AsyncIterator, Iterator, Optional
+from typing import AsyncIterator, Callable, ContextManager, Iterator, Optional
 
 try:
     import fcntl
@@ -100,8 +100,16 @@ class _LockFile:
 class StoreLocks:
     """The locks of one store for this process (``bind`` it to the store's folder)."""
 
-    def __init__(self, home: Optional[Path] = None) -> None:
+    def __init__(
+        self,
+        home: Optional[Path] = None,
+        writer_lock: Optional[Callable[[], ContextManager[None]]] = None,
+    ) -> None:
+        """``writer_lock``: the database's own lock for a whole write (PostgreSQL's advisory
+        lock), taken as well, so writers on other machines take turns too."""
         self._cond = threading.Condition()
+        self._db_writer_lock = writer_lock
+        self._db_writer: Optional[ContextManager[None]] = None
         self._readers = 0
         self._committing = False
         self._waiting_commits = 0
@@ -244,13 +252,26 @@ class StoreLocks:
                         "finish", self._writer.path.parent.parent
                     )
                     self._writer.lock(fcntl.LOCK_EX)
+            if self._writers == 0 and self._db_writer_lock is not None:
+                held = self._db_writer_lock()
+                try:
+                    held.__enter__()
+                except BaseException:
+                    self._writer.unlock()
+                    raise
+                self._db_writer = held
             self._writers += 1
 
     def _exit_writer(self) -> None:
         with self._writer_mutex:
             self._writers -= 1
             if self._writers == 0:
-                self._writer.unlock()
+                held, self._db_writer = self._db_writer, None
+                try:
+                    if held is not None:
+                        held.__exit__(None, None, None)
+                finally:
+                    self._writer.unlock()
 
     @contextmanager
     def writer(self) -> Iterator[None]:

@@ -272,7 +272,7 @@ def open_stores(
                 "directory, run: e2rag repair --store <folder>; otherwise index the documents "
                 "again"
             )
-        locks = StoreLocks(home)
+        locks = StoreLocks(home, getattr(graph_store, "writer_lock", None))
         with locks.reading():  # no commit of another process lands while we open and check
             if home is not None:
                 store_check.check_files(home.parent)

@@ -20,7 +20,8 @@ for any writer's open transaction (and queue later writers behind it).
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from llama_index_e2rag.graph.sql_store import SQLGraphStore
 
@@ -65,6 +66,7 @@ class PostgresGraphStore(SQLGraphStore):
         self._dsn = dsn
         self.schema = schema
         self._key = _lock_key(schema)
+        self._writer_key = _lock_key(f"{schema}/writer")
 
     def __repr__(self) -> str:  # never show the DSN (it may carry a password)
         return f"<{type(self).__name__} {self.describe()}>"
@@ -104,6 +106,20 @@ class PostgresGraphStore(SQLGraphStore):
             conn.close()
             raise
         return conn
+
+    @contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """One writing process of this schema at a time, on any machine, for a whole write
+        (story orders reserved → extraction → commit): a session advisory lock on a
+        connection of its own, released when it closes (also when the client dies)."""
+        import psycopg
+
+        conn = psycopg.connect(self._dsn, autocommit=True)
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s)", (self._writer_key,))
+            yield
+        finally:
+            conn.close()
 
     def _has_table(self, name: str) -> bool:
         return bool(self._query("SELECT to_regclass(?) IS NOT NULL", (name,))[0][0])

@@ -332,3 +332,31 @@ def test_a_concurrent_replace_never_leaves_a_dangling_cross_document_edge(
         ends = [(e.source, e.target) for e in store.edges()]
         assert all(store.has_node(s) and store.has_node(t) for s, t in ends), "dangling edge"
         assert store.edges(EdgeKind.CO_MENTION) == []
+
+
+def test_the_writer_lock_makes_a_second_writer_wait_until_the_first_is_done(
+    spec: dict[str, Any]
+) -> None:
+    from llama_index_e2rag.locks import StoreLocks
+
+    first = StoreLocks(writer_lock=open_spec(spec).writer_lock)
+    second = StoreLocks(writer_lock=open_spec(spec).writer_lock)
+    order: list[str] = []
+    held = threading.Event()
+
+    def write(locks: StoreLocks, name: str, ready: threading.Event | None) -> None:
+        with locks.writer():
+            order.append(f"{name} in")
+            if ready is not None:
+                ready.set()
+                time.sleep(0.5)
+            order.append(f"{name} out")
+
+    one = threading.Thread(target=write, args=(first, "first", held))
+    one.start()
+    held.wait(10)
+    two = threading.Thread(target=write, args=(second, "second", None))
+    two.start()
+    one.join(10)
+    two.join(10)
+    assert order == ["first in", "first out", "second in", "second out"]
