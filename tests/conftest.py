@@ -24,11 +24,13 @@ PG_SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "postgres.sh"
 
 
 @pytest.fixture(autouse=True)
-def _offline_env(monkeypatch):
-    """No test may reach OpenAI or a model hub, whatever the machine's environment says."""
+def _offline_env(monkeypatch, tmp_path):
+    """No test may reach OpenAI or a model hub, whatever the machine's environment says, nor
+    leave a CLI traceback log in the user's home."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
 @pytest.fixture

@@ -25,12 +25,6 @@ from llama_index_e2rag.cli import main
 ANSWER = "Hermione lied to protect Harry and Ron."
 
 
-@pytest.fixture(autouse=True)
-def _logs_in_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A failing test's traceback log (an unexpected error) goes to its tmp folder, not ~."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-
-
 @pytest.fixture
 def models(monkeypatch: pytest.MonkeyPatch) -> ScriptedLLM:
     """Models configured the way users do it: through llama-index ``Settings``."""
