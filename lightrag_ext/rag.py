@@ -177,7 +177,9 @@ class E2LightRAG(LightRAG):
         progress_callback: Any = None,
     ) -> dict[str, Any]:
         if param.mode != E2RAG_MODE:
-            return await super().aquery_llm(query, param, system_prompt, progress_callback)
+            # LightRAG.<method>(self, ...), not super(): LightRAG's own tests call these
+            # unbound with a stand-in for ``self``, which super() refuses
+            return await LightRAG.aquery_llm(self, query, param, system_prompt, progress_callback)
         query = validate_rag_query(validate_query_not_empty(query))
         try:
             retrieved = await self._e2rag_retrieve(query, param)
@@ -220,7 +222,7 @@ class E2LightRAG(LightRAG):
 
     async def aquery_data(self, query: str, param: QueryParam = QueryParam()) -> dict[str, Any]:
         if param.mode != E2RAG_MODE:
-            return await super().aquery_data(query, param)
+            return await LightRAG.aquery_data(self, query, param)
         query = validate_rag_query(validate_query_not_empty(query))
         retrieved = await self._e2rag_retrieve(query, param)
         await self._query_done()

@@ -293,3 +293,30 @@ async def test_e2rag_reranks_only_competing_mentions_like_the_package(
         assert mention["score"] == pytest.approx(expected, abs=1e-9)
     best = max(hermione, key=lambda m: m["score"])
     assert best["source_id"] == "story-chunk-002"
+
+
+# -- LightRAG's own calling conventions ---------------------------------------------------------
+@pytest.mark.parametrize("method_name", ["aquery_llm", "aquery_data"])
+@pytest.mark.parametrize(
+    ("mode", "query", "error"),
+    [
+        ("mix", "中", "RAGQueryTooShortError"),
+        ("naive", "   ", "EmptyQueryError"),
+        ("bypass", "", "EmptyQueryError"),
+        (E2RAG_MODE, "中", "RAGQueryTooShortError"),
+        (E2RAG_MODE, "", "EmptyQueryError"),
+    ],
+)
+def test_query_entry_points_called_unbound_validate_before_touching_self(
+    method_name: str, mode: str, query: str, error: str
+) -> None:
+    """LightRAG's test suite calls ``LightRAG.aquery_llm(SimpleNamespace(), ...)``; with
+    E2LightRAG in its place the same call must raise LightRAG's validation error, not a
+    TypeError from ``super()`` needing a real instance."""
+    from types import SimpleNamespace
+
+    from lightrag import query_validation
+
+    expected = getattr(query_validation, error)
+    with pytest.raises(expected):
+        asyncio.run(getattr(E2LightRAG, method_name)(SimpleNamespace(), query, param=QueryParam(mode=mode)))
