@@ -373,12 +373,10 @@ def _persist_new(index: "E2RAGIndex", store: Path) -> None:
     except BaseException:
         shutil.rmtree(aside, ignore_errors=True)
         raise
-    from llama_index_e2rag.llama_files import write_checked
-    from llama_index_e2rag.persistence import E2RAG_DIR, POINTER, STORE_FORMAT
+    from llama_index_e2rag.persistence import E2RAG_DIR, write_pointer
 
-    home = (store / E2RAG_DIR).resolve()  # the pointer named the folder it was saved in
-    pointer = {"graph_dict": {POINTER: [["home", str(home)], ["format", STORE_FORMAT]]}}
-    write_checked(str(store / "graph_store.json"), json.dumps(pointer))
+    # the pointer named the folder it was saved in
+    write_pointer(store / "graph_store.json", (store / E2RAG_DIR).resolve())
 
 
 def _cmd_repair(args: argparse.Namespace) -> int:
@@ -525,16 +523,9 @@ def read_documents(paths: Sequence[Path]) -> list["Document"]:
 def _has_store(store: Path) -> bool:
     """A store to add to: its e2rag folder, or 0.1.0's layout (what a save killed before the
     folder existed left is not one: ``index`` replaces it)."""
-    return (store / "e2rag").is_dir() or _legacy(store)
+    from llama_index_e2rag.loading import is_legacy
 
-
-def _legacy(store: Path) -> bool:
-    from llama_index_e2rag.store_info import read_struct
-
-    try:
-        return bool((read_struct(store) or {}).get("graph_json"))
-    except (OSError, ValueError):
-        return False
+    return (store / "e2rag").is_dir() or is_legacy(store)
 
 
 def load_store(store: Path, progress: bool = False, **kwargs: object) -> "E2RAGIndex":

@@ -236,7 +236,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             **kwargs,
         )
         try:
-            run_sync(index.ainsert_documents(documents))
+            run_sync(index._ainsert_valid(documents))
         except BaseException:
             # nothing was committed; drop the empty struct so the storage context is as it was
             index.storage_context.index_store.delete_index_struct(index.index_id)
@@ -378,8 +378,8 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
 
     # -- insertion ------------------------------------------------------------------------------
     def insert(self, document: Document, **insert_kwargs: Any) -> None:
-        """Index one document; re-inserting a known document id replaces it."""
-        validate_documents([document])
+        """Index one document; re-inserting a known document id replaces it (validated first,
+        by ``ainsert_documents``)."""
         run_sync(self.ainsert(document, **insert_kwargs))
 
     async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:
@@ -390,8 +390,13 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         run_sync(self.ainsert_documents(documents))
 
     async def ainsert_documents(self, documents: Sequence[Document]) -> None:
-        """Validate all, chunk, extract, build, embed; then commit document by document."""
+        """Validate all, chunk, extract, build, embed; then commit them as one."""
         validate_documents(documents)
+        await self._ainsert_valid(documents)
+
+    async def _ainsert_valid(self, documents: Sequence[Document]) -> None:
+        """``ainsert_documents`` after validation (``from_documents`` validates before it
+        builds the index)."""
         async with self._stores.locks.awriter():
             orders = self.doc_orders.reserve([doc.id_ for doc in documents])
             try:
@@ -548,14 +553,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
 
     def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
         """Remove one graph node (and its edges) and its vector, as one commit."""
-        stores = self._stores
-        with stores.locks.writer(), stores.locks.committing():
-            stores.graph.delete_nodes([node_id])
-            for storage in (stores.vectors, stores.vector_copy):
-                if storage is not None:
-                    storage.delete_ids([node_id])
-            if stores.flush is not None:
-                stores.flush()
+        self._stores.delete_nodes([node_id])
 
     # -- persistence ----------------------------------------------------------------------------
     def _record_config(self) -> None:

@@ -11,17 +11,16 @@ empty by the next ``persist``); the CLI loads this way.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llama_index_e2rag.checksums import Checksums
+from llama_index_e2rag.checksums import E2RAG_DIR
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError
+from llama_index_e2rag.store_check import check_files
 
 if TYPE_CHECKING:
     from llama_index_e2rag.index import E2RAGIndex
 
-E2RAG_DIR = "e2rag"
 #: The llama-index files the index reads (the pointer is not needed: the folder is known).
 READ_FILES = ("docstore.json", "index_store.json")
 
@@ -35,28 +34,15 @@ def check_readable(persist_dir: Path) -> None:
     """Refuse, in one line naming the file and the fix, a read file that is missing, cut or
     damaged."""
     persist_dir = Path(persist_dir)
-    fix = f"run: e2rag repair --store {persist_dir}"
     if not (persist_dir / E2RAG_DIR).is_dir():
         raise StoreDamagedError(
             f"{persist_dir} has no {E2RAG_DIR}/ folder: it is not a complete e2rag store (a save "
             "interrupted before it finished?); index the documents again into it"
         )
-    sums = Checksums(persist_dir)
-    for name in READ_FILES:
-        path = persist_dir / name
-        problem = sums.check(name)
-        if problem is None and not path.is_file():
-            problem = f"{path} is missing"
-        if problem is None:
-            try:
-                json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                problem = f"{path} is not readable JSON ({exc})"
-        if problem is not None:
-            raise StoreDamagedError(f"{problem}; {fix}")
+    check_files(persist_dir, READ_FILES)
 
 
-def _legacy(persist_dir: Path) -> bool:
+def is_legacy(persist_dir: Path) -> bool:
     """A store written by 0.1.0 (graph in the index struct; ``e2rag migrate`` converts it)."""
     from llama_index_e2rag.store_info import read_struct
 
@@ -78,7 +64,7 @@ def load_index(persist_dir: str | Path, **kwargs: Any) -> "E2RAGIndex":
     persist_dir = Path(persist_dir)
     if not persist_dir.is_dir() or not is_store(persist_dir):
         raise E2RAGError(f"no e2rag store at {persist_dir}")
-    if not (persist_dir / E2RAG_DIR).is_dir() and _legacy(persist_dir):
+    if not (persist_dir / E2RAG_DIR).is_dir() and is_legacy(persist_dir):
         storage = StorageContext.from_defaults(persist_dir=str(persist_dir))
         return load_index_from_storage(storage, persist_dir=str(persist_dir), **kwargs)
     check_readable(persist_dir)

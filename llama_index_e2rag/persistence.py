@@ -31,7 +31,7 @@ from llama_index.core.graph_stores.simple import SimpleGraphStore
 from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from llama_index_e2rag.checksums import Checksums, file_sum
+from llama_index_e2rag.checksums import E2RAG_DIR, Checksums, file_sum
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError, VectorStoreError
 from llama_index_e2rag.files import atomic_write_text
 from llama_index_e2rag.graph.base import GraphStore
@@ -43,8 +43,7 @@ from llama_index_e2rag.stores import Stores
 from llama_index_e2rag.vectors.base import VectorStorage
 from llama_index_e2rag.vectors.embedded import EmbeddedVectors
 
-#: Our folder inside a persist directory, and its parts.
-E2RAG_DIR = "e2rag"
+#: The parts of our folder (``checksums.E2RAG_DIR``) inside a persist directory.
 VECTORS_DIR = "vectors"
 VECTOR_COPY_DIR = "vector_copy"
 LEXICAL_DIR = "lexical"
@@ -92,13 +91,18 @@ class StoresSlot:
         with locks.writer(), locks.committing():
             save(self.stores, home, self.show_progress)
             self.home = home
-            pointer = {"graph_dict": {POINTER: [["home", str(home)], ["format", STORE_FORMAT]]}}
-            write_checked(persist_path, json.dumps(pointer))
+            write_pointer(Path(persist_path), home)
         bind(self.stores, home)
         from llama_index_e2rag.migrate import legacy_vector_files
 
         for path in legacy_vector_files(home.parent):  # 0.1.0's, now in the new layout
             path.unlink(missing_ok=True)
+
+
+def write_pointer(path: Path, home: Path) -> None:
+    """``graph_store.json`` at ``path``: a valid, empty llama-index graph file naming ``home``."""
+    pointer = {"graph_dict": {POINTER: [["home", str(home)], ["format", STORE_FORMAT]]}}
+    write_checked(str(path), json.dumps(pointer))
 
 
 def pointer_home(storage_context: StorageContext) -> Optional[Path]:

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from llama_index_e2rag.checksums import Checksums
+from llama_index_e2rag.checksums import E2RAG_DIR, Checksums
 from llama_index_e2rag.errors import E2RAGError
-from llama_index_e2rag.store_check import E2RAG_DIR, StoreHealth, full_check
+from llama_index_e2rag.store_check import StoreHealth, changed_documents, full_check
 
 
 @dataclass
@@ -65,10 +65,10 @@ def _repair_around_graph(
         _record_documents(graph, report)
         _repair_vectors(graph, home / VECTORS_DIR, embed_model, show_progress, report)
         _rewrite_llama_files(graph, persist_dir, report)
+        changed = changed_documents(graph)
     finally:
         graph.close()
     shutil.rmtree(home / "lexical", ignore_errors=True)  # derived; rebuilt on the next load
-    changed = _changed_documents(persist_dir)
     if changed:
         _reextract(persist_dir, changed, embed_model, show_progress, report, index_kwargs)
 
@@ -80,6 +80,7 @@ def _record_documents(graph: Any, report: RepairReport) -> None:
 
     records, orders = graph.doc_records(), graph.doc_orders()
     missing = [d for d in orders if d not in records]
+    failures = graph.failures() if missing else []
     docs = []
     for doc_id in missing:
         nodes = graph.nodes(doc_id=doc_id)
@@ -88,8 +89,8 @@ def _record_documents(graph: Any, report: RepairReport) -> None:
             if embeddable(node):
                 counts[node.kind.value] = counts.get(node.kind.value, 0) + 1
         edges = graph.edges(doc_id=doc_id)
-        failures = [f for f in graph.failures() if f["doc_id"] == doc_id]
-        docs.append(DocRows(doc_id, orders[doc_id], nodes, edges, failures,
+        own = [f for f in failures if f["doc_id"] == doc_id]
+        docs.append(DocRows(doc_id, orders[doc_id], nodes, edges, own,
                             {"hash": None, "vectors": counts}))
     if docs:
         graph.commit_docs(docs)
@@ -111,22 +112,23 @@ def _repair_vectors(graph: Any, folder: Path, embed_model: Any, show_progress: b
         report.actions.append(f"left out {len(vectors.damaged)} damaged vector file(s)")
     have = vectors.ids()
     wanted: set[str] = set()
-    lacking_docs = []
+    lacking: dict[str, list] = {}  # document -> all its nodes, where a vector is missing
     for doc_id in graph.doc_orders():
-        nodes = [n for n in graph.nodes(doc_id=doc_id) if embeddable(n)]
-        wanted.update(n.id for n in nodes)
-        if any(n.id not in have for n in nodes):
-            lacking_docs.append(doc_id)
+        nodes = graph.nodes(doc_id=doc_id)
+        embedded = [n.id for n in nodes if embeddable(n)]
+        wanted.update(embedded)
+        if any(i not in have for i in embedded):
+            lacking[doc_id] = nodes
     orphans = sorted(have - wanted)
     if orphans:
         vectors.delete_ids(orphans)
         report.actions.append(f"dropped {len(orphans)} vector(s) no graph node names")
-    if lacking_docs:
+    if lacking:
         model = resolve_embed_model(embed_model)
         added = 0
-        for doc_id in lacking_docs:
+        for doc_id, nodes in lacking.items():
             staging = NetworkXGraphStore()
-            staging.upsert_nodes(graph.nodes(doc_id=doc_id))
+            staging.upsert_nodes(nodes)
             staging.upsert_edges(e for e in graph.edges(doc_id=doc_id)
                                  if staging.has_node(e.source) and staging.has_node(e.target))
             staged = asyncio.run(embed_staged(model, [staging], show_progress))
@@ -135,9 +137,9 @@ def _repair_vectors(graph: Any, folder: Path, embed_model: Any, show_progress: b
             vectors.add(records)
             added += len(records)
         report.actions.append(
-            f"re-embedded {added} node(s) of {len(lacking_docs)} document(s) with {model.model_name}"
+            f"re-embedded {added} node(s) of {len(lacking)} document(s) with {model.model_name}"
         )
-    if vectors.damaged or orphans or lacking_docs:
+    if vectors.damaged or orphans or lacking:
         target = folder.with_name(folder.name + ".new")
         shutil.rmtree(target, ignore_errors=True)
         vectors.persist(target)
@@ -157,12 +159,12 @@ def _rewrite_llama_files(graph: Any, persist_dir: Path, report: RepairReport) ->
 
     from llama_index_e2rag.index import E2RAGIndexStruct
     from llama_index_e2rag.llama_files import write_checked
-    from llama_index_e2rag.persistence import INDEX_META, POINTER, STORE_FORMAT
+    from llama_index_e2rag.persistence import INDEX_META, write_pointer
     from llama_index_e2rag.stores import CHUNK_NODE_ATTR
     from llama_index_e2rag.schema import NodeKind
 
-    health = full_check(persist_dir)
-    damaged = " ".join(health.problems + health.notes)
+    # what the check before the repair found (the steps before this one touch no such file)
+    damaged = " ".join(report.before.problems + report.before.notes)
     home = (persist_dir / E2RAG_DIR).resolve()
     if "docstore.json" in damaged:
         from llama_index.core.schema import TextNode
@@ -195,8 +197,7 @@ def _rewrite_llama_files(graph: Any, persist_dir: Path, report: RepairReport) ->
         _checked(persist_dir, "index_store.json")
         report.actions.append("rebuilt index_store.json from the settings in the graph")
     if "graph_store.json" in damaged:
-        pointer = {"graph_dict": {POINTER: [["home", str(home)], ["format", STORE_FORMAT]]}}
-        write_checked(str(persist_dir / "graph_store.json"), json.dumps(pointer))
+        write_pointer(persist_dir / "graph_store.json", home)
         report.actions.append("rewrote graph_store.json (the pointer to e2rag/)")
     empty = json.dumps({"embedding_dict": {}, "text_id_to_ref_doc_id": {}, "metadata_dict": {}})
     for name in ("default__vector_store.json", "image__vector_store.json"):
@@ -209,17 +210,6 @@ def _checked(persist_dir: Path, name: str) -> None:
     """Register a file llama-index just wrote (through its own, non-atomic writer)."""
     path = persist_dir / name
     Checksums(persist_dir).write(name, path.read_bytes())
-
-
-def _changed_documents(persist_dir: Path) -> list[str]:
-    from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
-
-    graph = SQLiteGraphStore(persist_dir / E2RAG_DIR / GRAPH_FILE)
-    try:
-        return sorted(d for d, r in graph.doc_records().items()
-                      if r.get("rows") and graph.doc_rows_digest(d) != r["rows"])
-    finally:
-        graph.close()
 
 
 # -- re-extraction ---------------------------------------------------------------------------

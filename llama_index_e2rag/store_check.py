@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from llama_index_e2rag.checksums import Checksums
+from llama_index_e2rag.checksums import E2RAG_DIR, Checksums
 from llama_index_e2rag.errors import StoreDamagedError
 
 if TYPE_CHECKING:
+    from llama_index_e2rag.graph.base import GraphStore
     from llama_index_e2rag.stores import Stores
 
-E2RAG_DIR = "e2rag"
 #: llama-index files an E2RAGIndex reads; the others are written for llama-index's loader only.
 USED_FILES = ("docstore.json", "index_store.json", "graph_store.json")
 
@@ -30,13 +30,42 @@ def hint(persist_dir: Path) -> str:
     return f"run: e2rag repair --store {persist_dir}"
 
 
-def check_files(persist_dir: Path) -> None:
+def file_problem(persist_dir: Path, name: str, sums: Optional[Checksums] = None) -> Optional[str]:
+    """Why JSON file ``name`` of the store cannot be used (missing, changed since it was
+    saved, not JSON), or None."""
+    path = persist_dir / name
+    problem = (sums or Checksums(persist_dir)).check(name)
+    if problem is None and not path.is_file():
+        problem = f"{path} is missing"
+    if problem is None:
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problem = f"{path} is not readable JSON ({exc})"
+    return problem
+
+
+def check_files(persist_dir: Path, names: tuple[str, ...] = USED_FILES) -> None:
     """Refuse a store whose used JSON files are not what its last save wrote."""
     sums = Checksums(persist_dir)
-    for name in USED_FILES:
-        problem = sums.check(name)
+    for name in names:
+        problem = file_problem(persist_dir, name, sums)
         if problem is not None:
             raise StoreDamagedError(f"{problem}; {hint(persist_dir)}")
+
+
+def short_vectors(
+    records: dict[str, dict], have: dict[str, dict[str, int]]
+) -> dict[str, int]:
+    """Per kind, how many vectors the documents' records expect but ``have`` (per document and
+    kind) lacks; more than expected is fine (left-overs of an interrupted write)."""
+    missing: dict[str, int] = {}
+    for doc_id, record in records.items():
+        for kind, expected in (record.get("vectors") or {}).items():
+            short = expected - have.get(doc_id, {}).get(kind, 0)
+            if short > 0:
+                missing[kind] = missing.get(kind, 0) + short
+    return missing
 
 
 def missing_vectors(stores: "Stores") -> dict[str, int]:
@@ -44,14 +73,15 @@ def missing_vectors(stores: "Stores") -> dict[str, int]:
     counts = getattr(stores.vectors, "doc_counts", None)
     if counts is None or stores.vector_copy is not None:
         return {}  # a server-side store: its count is not checked on open
-    have = counts()
-    missing: dict[str, int] = {}
-    for doc_id, record in stores.graph.doc_records().items():
-        for kind, expected in (record.get("vectors") or {}).items():
-            short = expected - have.get(doc_id, {}).get(kind, 0)
-            if short > 0:
-                missing[kind] = missing.get(kind, 0) + short
-    return missing
+    return short_vectors(stores.graph.doc_records(), counts())
+
+
+def changed_documents(graph: "GraphStore") -> list[str]:
+    """Documents whose rows no longer match the digest committed with them."""
+    return sorted(
+        doc for doc, record in graph.doc_records().items()
+        if record.get("rows") and graph.doc_rows_digest(doc) != record["rows"]
+    )
 
 
 def check_counts(stores: "Stores", persist_dir: Path) -> None:
@@ -92,15 +122,7 @@ def full_check(persist_dir: Path) -> StoreHealth:
     if sums.path.exists() and not sums.read():
         health.notes.append(f"{sums.path} is unreadable: the JSON files are not checked")
     for name in sorted(set(USED_FILES) | set(sums.names())):
-        path = persist_dir / name
-        problem = sums.check(name)
-        if problem is None and path.is_file():
-            try:
-                json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                problem = f"{path} is not readable JSON ({exc})"
-        elif problem is None:
-            problem = f"{path} is missing"
+        problem = file_problem(persist_dir, name, sums)
         if problem is not None:
             (health.problems if name in USED_FILES else health.notes).append(problem)
     graph_path = home / GRAPH_FILE
@@ -140,18 +162,13 @@ def _check_graph_against(graph, vectors, health: StoreHealth, home: Path) -> Non
     records = graph.doc_records()
     orders = graph.doc_orders()
     have = vectors.doc_counts()
-    changed = [d for d, r in records.items() if r.get("rows") and graph.doc_rows_digest(d) != r["rows"]]
+    changed = changed_documents(graph)
     if changed:
         health.problems.append(
             f"{home / 'graph.sqlite'}: the rows of {len(changed)} document(s) changed since "
-            f"they were committed ({', '.join(sorted(changed)[:3])})"
+            f"they were committed ({', '.join(changed[:3])})"
         )
-    short: dict[str, int] = {}
-    for doc_id, record in records.items():
-        for kind, expected in (record.get("vectors") or {}).items():
-            lack = expected - have.get(doc_id, {}).get(kind, 0)
-            if lack > 0:
-                short[kind] = short.get(kind, 0) + lack
+    short = short_vectors(records, have)
     if short and not vectors.damaged:
         what = ", ".join(f"{n} {kind}" for kind, n in sorted(short.items()))
         health.problems.append(f"{home / 'vectors'} lacks vectors its graph committed ({what})")

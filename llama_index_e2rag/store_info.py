@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from llama_index_e2rag.checksums import E2RAG_DIR
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 
 #: The index store's type keys of an E2RAGIndex (today's and 0.1.0's).
 STRUCT_TYPES = ("llama_index_e2rag.E2RAGIndex", "e2rag")
-E2RAG_DIR = "e2rag"
 #: Class names of the restorable document builders (``builders.RESTORABLE_BUILDERS``'s, whose
 #: module imports llama-index).
 BUILDER_CLASSES = {"chrono": "ChronoLayerBuilder"}

@@ -244,6 +244,15 @@ class Stores:
             if docstore and await self.docstore.aget_ref_doc_info(doc_id) is not None:
                 await self.docstore.adelete_ref_doc(doc_id, raise_error=False)
 
+    def delete_nodes(self, ids: Sequence[str]) -> None:
+        """Remove single nodes (their edges go with them) and their vectors, as one commit."""
+        with self.locks.writer(), self.locks.committing():
+            self.graph.delete_nodes(ids)
+            for storage in self._vector_storages():
+                storage.delete_ids(list(ids))
+            if self.flush is not None:
+                self.flush()
+
     async def _aflush(self) -> None:
         if self.flush is not None:
             await asyncio.to_thread(self.flush)

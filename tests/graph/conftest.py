@@ -329,10 +329,33 @@ def check_same_doc_writers(
     first = PausedWriter(spec, "big", 0, 300, "first", tmp / "first")
     started = tmp / "second.started"
     second = spawn("replace", json.dumps(spec), "big", 0, 200, "second", f"--started={started}")
+    finish_second_after_first(
+        first,
+        second,
+        [(started.exists, "the second writer to start"),
+         (lambda: queued(first.info), "the second writer to wait for the first")],
+        still_waiting=True,
+    )
+    with closing(open_spec(spec)) as store:
+        assert observe(store, "big") == (200, ["second"])
+        assert store.failures() == [{"doc_id": "big", "chunk_id": "c0", "reason": "second"}]
+
+
+# -- the worker: ``python tests/graph/conftest.py COMMAND SPEC …`` ------------------------------
+def finish_second_after_first(
+    first: "PausedWriter",
+    second: subprocess.Popen,
+    waits: list[tuple[Callable[[], Any], str]],
+    still_waiting: bool = False,
+) -> None:
+    """Wait for each condition (the second writer queued behind the paused first one), check it
+    is ``still_waiting`` if asked, release the first and see the second finish; both processes
+    are stopped whatever happens."""
     try:
-        wait_for(started.exists, "the second writer to start")
-        wait_for(lambda: queued(first.info), "the second writer to wait for the first")
-        assert second.poll() is None, "the second writer did not wait for the first"
+        for predicate, what in waits:
+            wait_for(predicate, what)
+        if still_waiting:
+            assert second.poll() is None, "the second writer did not wait for the first"
         first.release()
         _, err = second.communicate(timeout=WAIT_SECONDS)
         assert second.returncode == 0, err
@@ -341,12 +364,8 @@ def check_same_doc_writers(
         if second.poll() is None:
             second.kill()
             second.communicate()
-    with closing(open_spec(spec)) as store:
-        assert observe(store, "big") == (200, ["second"])
-        assert store.failures() == [{"doc_id": "big", "chunk_id": "c0", "reason": "second"}]
 
 
-# -- the worker: ``python tests/graph/conftest.py COMMAND SPEC …`` ------------------------------
 def _paused(edges: list[GraphEdge], store: Any, marker: Path, release: Path):
     """Yields ``edges`` once ``release`` exists; first writes ``marker`` (pid, backend pid).
     ``replace_doc`` lists its edges inside its transaction, after writing the nodes."""

@@ -21,12 +21,12 @@ from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.schema import EdgeKind, GraphEdge
 
 from .conftest import (
-    WAIT_SECONDS,
     PausedWriter,
     check_killed_writer,
     check_readers_during_replace,
     check_restart,
     check_same_doc_writers,
+    finish_second_after_first,
     observe,
     open_spec,
     run_worker,
@@ -177,20 +177,11 @@ def test_two_writer_processes_on_different_documents_both_land(
         store.replace_doc("b", 1, *story_doc("b", 1, 200, "old"))
     first = PausedWriter(spec, "a", 0, 2000, "new", tmp_path / "first")
     second = spawn("replace", json.dumps(spec), "b", 1, 1500, "new")
-    try:
-        wait_for(  # the second writer queues behind the first (it does not fail or interleave)
-            lambda: admin.execute(WAITING, (first.info["backend_pid"],)).fetchone(),
-            "the second writer to wait for the first",
-        )
-        assert second.poll() is None
-        first.release()
-        _, err = second.communicate(timeout=WAIT_SECONDS)
-        assert second.returncode == 0, err
-    finally:
-        first.kill()
-        if second.poll() is None:
-            second.kill()
-            second.communicate()
+    waiting = (  # the second writer queues behind the first (it does not fail or interleave)
+        lambda: admin.execute(WAITING, (first.info["backend_pid"],)).fetchone(),
+        "the second writer to wait for the first",
+    )
+    finish_second_after_first(first, second, [waiting], still_waiting=True)
     with closing(open_spec(spec)) as store:
         assert observe(store, "a") == (2000, ["new"]) and observe(store, "b") == (1500, ["new"])
         assert store.doc_orders() == {"a": 0, "b": 1}
@@ -313,19 +304,11 @@ def test_a_concurrent_replace_never_leaves_a_dangling_cross_document_edge(
         store.replace_doc("b", 1, *story_doc("b", 1, 20, "old"))
     first = PausedWriter(spec, "a", 0, 300, "new", tmp_path / "first", f"--cross={x}")
     second = spawn("replace", json.dumps(spec), "b", 1, 300, "new")
-    try:
-        wait_for(
-            lambda: admin.execute(WAITING, (first.info["backend_pid"],)).fetchone(),
-            "the second writer to wait for the first",
-        )
-        first.release()
-        _, err = second.communicate(timeout=WAIT_SECONDS)
-        assert second.returncode == 0, err
-    finally:
-        first.kill()
-        if second.poll() is None:
-            second.kill()
-            second.communicate()
+    waiting = (
+        lambda: admin.execute(WAITING, (first.info["backend_pid"],)).fetchone(),
+        "the second writer to wait for the first",
+    )
+    finish_second_after_first(first, second, [waiting])
     with closing(open_spec(spec)) as store:
         assert observe(store, "a") == (300, ["new"]) and observe(store, "b") == (300, ["new"])
         assert not store.has_node(x)
