@@ -1,9 +1,10 @@
 """``python -m benchmarks quick|full``: every figure of docs/benchmarks.md from one command.
 
 ``quick``: the two shortest LiteraryQA books, the first two FairytaleQA val stories, the first two
-questions of each multi-hop sample, scaling at 5k/20k words, LLM cost on the shortest book.
+questions of each multi-hop sample, scaling at 5k/20k words, LLM cost on the shortest book,
+import cost over 5 fresh interpreters per statement (about 10 s).
 ``full``: every book, story and multi-hop question, scaling at 10k/100k/1M words, LLM cost on the
-three shortest books. On the 2-core reference machine the quality part handles about 340 words
+three shortest books, import cost over 11 interpreters. On the 2-core reference machine the quality part handles about 340 words
 of book per second (build, persist, baselines, questions) and scaling took 48 min, so ``full``
 over all 44 books (4.1M words) takes about 4.5 hours; ``--books N`` keeps the N shortest books.
 ``--only PART`` reruns some parts and keeps the others of the profile's results file, each part
@@ -23,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from benchmarks import llm_cost, report, scaling, speed
+from benchmarks import import_cost, llm_cost, report, scaling, speed
 from benchmarks.speed import MeasuredIndex
 from benchmarks.loaders import DEFAULT_DATA_ROOT, load_fairytaleqa, load_literaryqa, load_multihop
 from benchmarks.runner.quality import DatasetSpec, evaluate_multihop, evaluate_narratives
@@ -33,7 +34,7 @@ _REPO = Path(__file__).resolve().parents[1]
 LITERARYQA_BUDGET, LITERARYQA_WINDOW = 1500, 100
 FAIRYTALEQA_BUDGET, FAIRYTALEQA_WINDOW = 200, 50
 MULTIHOP_BUDGET, MULTIHOP_WINDOW = 100, 50
-PARTS = ("quality", "scaling", "llm_cost")
+PARTS = ("quality", "scaling", "llm_cost", "import_cost")
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,15 @@ class Profile:
     scaling_sizes: Sequence[int]
     cost_books: int  # shortest N books for the LLM-cost count
     scaling_timeout: float
+    import_runs: int  # fresh interpreters per import statement
 
 
 PROFILES = {
     "quick": Profile(books=2, stories=2, multihop=2, scaling_sizes=(5_000, 20_000),
-                     cost_books=1, scaling_timeout=1800),
+                     cost_books=1, scaling_timeout=1800, import_runs=5),
     "full": Profile(books=None, stories=None, multihop=None,
                     scaling_sizes=(10_000, 100_000, 1_000_000), cost_books=3,
-                    scaling_timeout=12 * 3600),
+                    scaling_timeout=12 * 3600, import_runs=11),
 }
 
 
@@ -122,9 +124,16 @@ def run_llm_cost(profile: Profile, data_root: Path) -> dict[str, Any]:
     return {"llm_cost": llm_cost.run_llm_cost([(b.doc_id, b.text) for b in books])}
 
 
-RUNNERS = {"quality": run_quality, "scaling": run_scaling, "llm_cost": run_llm_cost}
+def run_import_cost(profile: Profile, data_root: Path) -> dict[str, Any]:
+    """What ``import lightrag_ext`` adds to ``import lightrag`` (``import_cost``; no data)."""
+    return {"import_cost": import_cost.run_import_cost(profile.import_runs)}
+
+
+RUNNERS = {"quality": run_quality, "scaling": run_scaling, "llm_cost": run_llm_cost,
+           "import_cost": run_import_cost}
 #: Result keys each part writes (``quality`` also yields the speed rows of its books).
-PART_KEYS = {"quality": ("quality", "speed"), "scaling": ("scaling",), "llm_cost": ("llm_cost",)}
+PART_KEYS = {"quality": ("quality", "speed"), "scaling": ("scaling",), "llm_cost": ("llm_cost",),
+             "import_cost": ("import_cost",)}
 
 
 def merge_results(previous: dict[str, Any] | None, new: dict[str, Any],

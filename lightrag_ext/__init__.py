@@ -4,9 +4,17 @@ Install with ``pip install 'llama-index-e2rag[lightrag]'``.
 
 ``E2LightRAG`` is a drop-in ``LightRAG`` subclass: same constructor, same storages; it adds an
 event pass at insert time, the ``"e2rag"`` query mode, ``abuild_event_layer`` to backfill an
-existing working directory, and deletes the layer with its document. Importing this package checks
-that the installed LightRAG is the supported version.
+existing working directory, and deletes the layer with its document.
+
+Exports are lazy (PEP 562), as LightRAG's own are: ``import lightrag_ext`` loads neither LightRAG
+nor llama-index. Loading the layer (``from lightrag_ext import E2LightRAG``, or any module of it
+that calls into LightRAG's internals) first checks that the installed LightRAG is the supported
+version (``check_lightrag_compat``, run by ``cached_llm``).
 """
+
+from __future__ import annotations
+
+from llama_index_e2rag.lazy import lazy_exports
 
 from lightrag_ext.version import (
     SUPPORTED_LIGHTRAG_VERSION,
@@ -14,29 +22,24 @@ from lightrag_ext.version import (
     check_lightrag_compat,
 )
 
-check_lightrag_compat()
-
-from lightrag_ext.backfill import BackfillReport  # noqa: E402
-from lightrag_ext.layer import EVENT_CACHE_TYPE, MENTION_CACHE_TYPE  # noqa: E402
-from lightrag_ext.query import CUE_CACHE_TYPE, E2RAG_MODE  # noqa: E402
-from lightrag_ext.rag import E2LightRAG  # noqa: E402
-from lightrag_ext.storage import (  # noqa: E402
-    EventLayerStore,
-    StorageCollisionError,
-    layer_workspace,
-)
+_LAZY = {
+    "E2LightRAG": "lightrag_ext.rag",
+    "E2RAG_MODE": "lightrag_ext.query",
+    "BackfillReport": "lightrag_ext.backfill",
+    "EventLayerStore": "lightrag_ext.storage",
+    "StorageCollisionError": "lightrag_ext.storage",
+    "layer_workspace": "lightrag_ext.storage",
+    "EVENT_CACHE_TYPE": "lightrag_ext.layer",
+    "MENTION_CACHE_TYPE": "lightrag_ext.layer",
+    "CUE_CACHE_TYPE": "lightrag_ext.query",
+}
 
 __all__ = [
-    "E2LightRAG",
-    "E2RAG_MODE",
-    "BackfillReport",
-    "EventLayerStore",
-    "StorageCollisionError",
-    "layer_workspace",
-    "EVENT_CACHE_TYPE",
-    "MENTION_CACHE_TYPE",
-    "CUE_CACHE_TYPE",
+    *_LAZY,
     "SUPPORTED_LIGHTRAG_VERSION",
     "UnsupportedLightRAGVersion",
     "check_lightrag_compat",
 ]
+
+# an export (and LightRAG with it) is loaded only when it is asked for
+__getattr__ = lazy_exports(globals(), _LAZY)

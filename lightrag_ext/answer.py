@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from lightrag.base import QueryParam
+from lightrag.operate import QueryProgress
 from lightrag.prompt import PROMPTS
 from lightrag.utils import (
     CacheData,
@@ -24,7 +25,7 @@ from lightrag.utils import (
 
 from llama_index_e2rag.schema import NodeKind
 
-from lightrag_ext.query import E2RAG_MODE, Retrieved
+from lightrag_ext.query import E2RAG_MODE, ProgressCallback, Retrieved, report
 
 if TYPE_CHECKING:
     from lightrag import LightRAG
@@ -125,6 +126,7 @@ async def answer(
     param: QueryParam,
     system_prompt: Optional[str],
     retrieved: Retrieved,
+    progress: ProgressCallback = None,
 ) -> dict[str, Any]:
     """``aquery_llm``-shaped result; honours only_need_context / only_need_prompt / stream."""
     result = user_data(retrieved)
@@ -167,6 +169,7 @@ async def answer(
         result["llm_response"] = _llm_response(cached[0], generated=True)
         return result
     llm = global_config["role_llm_funcs"]["query"]
+    await report(progress, QueryProgress.GENERATING_RESPONSE)
     response = await llm(
         query,
         system_prompt=sys_prompt,

@@ -34,8 +34,15 @@ from pydantic import BaseModel
 
 from llama_index_e2rag.llm_parsing import OutputParseError, parse_json_output, parse_with_repair
 
+from lightrag_ext.version import check_lightrag_compat
+
 if TYPE_CHECKING:
     from lightrag import LightRAG
+
+# Every module that calls into LightRAG's internals (rag, backfill, layer, query, the server)
+# imports this one, so the guard runs here, before any of them can be used; ``import
+# lightrag_ext`` alone stays as light as ``import lightrag``.
+check_lightrag_compat()
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ that chunk, before LightRAG merges entities across chunks), so a mention keeps t
 has *in that chunk*. Events come from a separate LLM pass with the shared event prompt
 (``extract/prompts.py``), parsed with one repair round by ``llm_parsing.parse_with_repair`` (the
 code ``LLMRunner`` uses); nodes and edges come from the same builder as llama_index_e2rag
-(``extract/e2rag.build_chunk_graph``: mentions, events, bipartite and co-occurrence edges) and
+(``extract/chunk_graph.build_chunk_graph``: mentions, events, bipartite and co-occurrence edges) and
 the same story-order rule (``extract/linking.story_chain_edges``: ``next`` edges).
 
 LLM calls go through LightRAG's ``extract`` role function and LightRAG's LLM response cache under
@@ -24,19 +24,18 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
-from llama_index.core.prompts import BasePromptTemplate
-
-from llama_index_e2rag.extract.e2rag import build_chunk_graph
+from llama_index_e2rag.extract.chunk_graph import build_chunk_graph
 from llama_index_e2rag.extract.linking import story_chain_edges
 from llama_index_e2rag.extract.prompts import (
     ENTITY_EXTRACTION,
-    ENTITY_EXTRACTION_PROMPT,
+    ENTITY_EXTRACTION_TEXT,
     EVENT_EXTRACTION,
-    EVENT_EXTRACTION_PROMPT,
+    EVENT_EXTRACTION_TEXT,
     EntityExtraction,
     EventExtraction,
     ExtractedEntity,
 )
+from llama_index_e2rag.prompt_text import Prompt, format_prompt
 
 from lightrag_ext.cached_llm import CachedStructuredLLM
 from lightrag_ext.storage import DocLayer
@@ -128,13 +127,14 @@ async def build_doc_layer(
     *,
     doc_text: Optional[str],
     doc_created_at: Optional[str],
-    event_prompt: BasePromptTemplate = EVENT_EXTRACTION_PROMPT,
-    mention_prompt: BasePromptTemplate = ENTITY_EXTRACTION_PROMPT,
+    event_prompt: Prompt = EVENT_EXTRACTION_TEXT,
+    mention_prompt: Prompt = ENTITY_EXTRACTION_TEXT,
 ) -> DocLayer:
     """The event layer of one document.
 
     ``entity_records[chunk_id]`` is LightRAG's per-chunk entity extraction; ``None`` means it
-    could not be recovered, and a mention pass with the shared entity prompt stands in.
+    could not be recovered, and a mention pass with the shared entity prompt stands in. Prompts
+    are texts or llama-index templates; both receive ``{text}``.
     """
     extractor = CachedStructuredLLM(rag)
     offsets = chunk_offsets(doc_text, chunks)
@@ -202,16 +202,26 @@ async def write_stored_doc_layer(
         entity_records,
         doc_text=(full_doc or {}).get("content"),
         doc_created_at=(status or {}).get("created_at"),
-        event_prompt=rag.event_prompt,
-        mention_prompt=rag.mention_prompt,
+        event_prompt=rag_prompt(rag, "event_prompt", EVENT_EXTRACTION_TEXT),
+        mention_prompt=rag_prompt(rag, "mention_prompt", ENTITY_EXTRACTION_TEXT),
     )
     await rag.event_layer.write_doc(layer)
     return layer
 
 
+def rag_prompt(rag: "E2LightRAG", name: str, text: str) -> Prompt:
+    """``rag``'s prompt ``name`` if it has been set or built, else ``text``, its default.
+
+    ``E2LightRAG`` builds its llama-index templates on first access (``functools.cached_property``
+    keeps them in the instance's ``__dict__``); with the default prompt the text fills to the
+    same string, so building the layer never imports llama-index for it.
+    """
+    return vars(rag).get(name, text)
+
+
 async def _chunk_pass(
     extractor: CachedStructuredLLM,
-    prompt: BasePromptTemplate,
+    prompt: Prompt,
     output_cls: type[_Extraction],
     chunk: ChunkInput,
     layer: DocLayer,
@@ -224,7 +234,7 @@ async def _chunk_pass(
     """
     try:
         extraction, key = await extractor.structured(
-            prompt.format(text=chunk.content),
+            format_prompt(prompt, text=chunk.content),
             output_cls,
             cache_type=_CACHE_TYPES[kind],
             chunk_id=chunk.chunk_id,

@@ -3,7 +3,7 @@
 E²RAG §4 on LightRAG's storages, step for step as llama_index_e2rag's ``EntityEventRetriever``
 and with the same ranking code (``llama_index_e2rag.ranking``), so both packages rank alike:
 
-1. Cues ``g(q)``: LightRAG's ``keyword`` role LLM answers the shared ``QUERY_CUE_PROMPT``
+1. Cues ``g(q)``: LightRAG's ``keyword`` role LLM answers the shared ``QUERY_CUE_TEXT``
    (cached under ``CUE_CACHE_TYPE``); a caller's ``ll_keywords`` / ``hl_keywords`` are used
    instead when given. An unusable answer or one past LightRAG's LLM timeout means no cues.
 2. Seeds: each entity cue looks up ``top_k * mention_pool`` mentions, each event cue ``top_k``
@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Optional, Sequence
 
 import numpy as np
 from lightrag.base import QueryParam
 from lightrag.constants import DEFAULT_QUERY_PRIORITY
+from lightrag.operate import QueryProgress
 from lightrag.prompt import PROMPTS
 
 from llama_index_e2rag import ranking
 from llama_index_e2rag.context import ContextBundle, Passage, assemble_context
 from llama_index_e2rag.errors import LLMOutputError
-from llama_index_e2rag.extract.prompts import QUERY_CUE_PROMPT, QueryCues
+from llama_index_e2rag.extract.prompts import QUERY_CUE_TEXT, QueryCues
 from llama_index_e2rag.graph import NetworkXGraphStore
+from llama_index_e2rag.prompt_text import fill
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind
 
 from lightrag_ext.cached_llm import CachedStructuredLLM
@@ -55,6 +57,14 @@ EVENT_WEIGHT = 0.5
 MENTION_POOL = 3
 #: Tokens kept free for the answer's reference list and safety (LightRAG's naive mode: 200).
 ANSWER_RESERVE_TOKENS = 200
+#: LightRAG's query progress callback (``/query/stream`` with ``include_progress``).
+ProgressCallback = Optional[Callable[[str], Awaitable[None]]]
+
+
+async def report(progress: ProgressCallback, event: str) -> None:
+    """Send a ``QueryProgress`` event, as LightRAG's own modes do, when someone listens."""
+    if progress is not None:
+        await progress(event)
 
 
 @dataclass
@@ -149,7 +159,7 @@ async def extract_cues(
 
     The caller's ``ll_keywords`` / ``hl_keywords``, when given, are the entity / event cues (as
     LightRAG's own modes skip keyword extraction when they are given). Otherwise LightRAG's
-    ``keyword`` role LLM answers the shared ``QUERY_CUE_PROMPT``, parsed as ``QueryCues`` and
+    ``keyword`` role LLM answers the shared ``QUERY_CUE_TEXT``, parsed as ``QueryCues`` and
     cached under ``CUE_CACHE_TYPE``; an unusable answer (``LLMOutputError``: any parse
     failure, after the repair round) or a timed-out call means no cues, and the query itself
     seeds retrieval.
@@ -161,7 +171,7 @@ async def extract_cues(
     )
     try:
         cues, _ = await llm.structured(
-            QUERY_CUE_PROMPT.format(query=query), QueryCues, cache_type=CUE_CACHE_TYPE
+            fill(QUERY_CUE_TEXT, query=query), QueryCues, cache_type=CUE_CACHE_TYPE
         )
     except (LLMOutputError, TimeoutError) as exc:  # TimeoutError: LightRAG's queue gave up
         logger.warning("e2rag query cue extraction failed (%s); seeding from the query", exc)
@@ -192,6 +202,7 @@ async def retrieve(
     *,
     event_weight: float = EVENT_WEIGHT,
     mention_pool: int = MENTION_POOL,
+    progress: ProgressCallback = None,
 ) -> Optional[Retrieved]:
     """Run E²RAG retrieval; None when the event layer has nothing near the query.
 
@@ -203,6 +214,7 @@ async def retrieve(
     answer prompt and the query.
     """
     query_vec = np.asarray((await rag.embedding_func([query], context="query"))[0], dtype=float)
+    await report(progress, QueryProgress.EXTRACTING_KEYWORDS)
     cues = await extract_cues(rag, query, param)
     entity_cues, event_cues = cues
     cue_vecs: list[np.ndarray] = []
@@ -212,6 +224,7 @@ async def retrieve(
             for v in await rag.embedding_func([*entity_cues, *event_cues], context="query")
         ]
     source = LayerSource(rag, layer)
+    await report(progress, QueryProgress.RETRIEVING_ENTITIES)
     graph, seeds = await ranking.find_seeds(
         source,
         query_vec,
@@ -225,6 +238,7 @@ async def retrieve(
         return None
     expanded = ranking.one_hop(graph, seeds)
 
+    await report(progress, QueryProgress.RETRIEVING_CHUNKS)
     chunk_scores = await ranking.rank_chunks(source, query_vec, expanded)
     chunk_ids = list(dict.fromkeys(n.chunk_id for n in expanded if n.chunk_id))
     rows = await rag.text_chunks.get_by_ids(chunk_ids)

@@ -10,6 +10,13 @@ them by name):
 - ``initialize_storages`` / ``finalize_storages`` / ``_index_storages``: the layer's storages
   (``storage.EventLayerStore``) live and flush with LightRAG's own.
 - ``adelete_by_doc_id``: also removes the document's mentions, events and edges.
+- ``_upsert_doc_status_transition``: a document the pipeline marks FAILED (an extraction or
+  merge failure, a cancelled pipeline) loses its layer, as it has no place in LightRAG's graph;
+  retrying it rebuilds the layer from the cache.
+- The ``drop`` of LightRAG's document storages (``full_docs``, ``text_chunks``, ``doc_status``)
+  also drops the layer: LightRAG's clear paths (``DELETE /documents``) drop storages one by one
+  with no hook of their own. Starting up forgets the layers of documents LightRAG no longer
+  holds, however they went (a stock server's clear, a deleted workspace folder).
 - ``aquery_llm`` / ``aquery_data``: ``mode="e2rag"`` (``QueryParam.mode`` is a ``Literal`` for
   type checkers only; LightRAG does not validate it at run time); other modes go to LightRAG.
 
@@ -21,22 +28,30 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Any, Optional
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Optional
 
 from lightrag import LightRAG
-from lightrag.base import DeletionResult, QueryParam
+from lightrag.base import DeletionResult, DocStatus, QueryParam
 from lightrag.lightrag import _run_sync
 from lightrag.prompt import PROMPTS
 from lightrag.query_validation import validate_query_not_empty, validate_rag_query
-from llama_index.core.prompts import BasePromptTemplate
-
-from llama_index_e2rag.extract.prompts import ENTITY_EXTRACTION_PROMPT, EVENT_EXTRACTION_PROMPT
 
 from lightrag_ext.backfill import BackfillReport, backfill_event_layer
 from lightrag_ext.layer import write_stored_doc_layer
 from lightrag_ext.answer import answer, no_result, user_data
-from lightrag_ext.query import E2RAG_MODE, EVENT_WEIGHT, MENTION_POOL, Retrieved, retrieve
+from lightrag_ext.query import (
+    E2RAG_MODE,
+    EVENT_WEIGHT,
+    MENTION_POOL,
+    ProgressCallback,
+    Retrieved,
+    retrieve,
+)
 from lightrag_ext.storage import EventLayerStore
+
+if TYPE_CHECKING:
+    from llama_index.core.prompts import BasePromptTemplate
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +67,28 @@ class E2LightRAG(LightRAG):
         super().__post_init__(addon_params)
         self.event_layer = EventLayerStore(self)
         self._event_layer_ready = False
-        self.event_prompt: BasePromptTemplate = EVENT_EXTRACTION_PROMPT
-        self.mention_prompt: BasePromptTemplate = ENTITY_EXTRACTION_PROMPT
+        self._follow_document_drops()
         #: the e2rag mode's ranking knobs (``EntityEventRetriever``'s event_weight, mention_pool)
         self.e2rag_event_weight: float = EVENT_WEIGHT
         self.e2rag_mention_pool: int = MENTION_POOL
 
     # -- prompts (llama-index style) ----------------------------------------------------------
+    # Built on first access, so that importing lightrag_ext and building layers with the default
+    # prompts (``layer.rag_prompt`` fills their texts) never import llama-index.
+    @cached_property
+    def event_prompt(self) -> BasePromptTemplate:
+        """The event prompt, a llama-index template receiving ``{text}``; settable."""
+        from llama_index_e2rag.extract.prompts import EVENT_EXTRACTION_PROMPT
+
+        return EVENT_EXTRACTION_PROMPT
+
+    @cached_property
+    def mention_prompt(self) -> BasePromptTemplate:
+        """The fallback mention prompt, a llama-index template receiving ``{text}``; settable."""
+        from llama_index_e2rag.extract.prompts import ENTITY_EXTRACTION_PROMPT
+
+        return ENTITY_EXTRACTION_PROMPT
+
     def get_prompts(self) -> dict[str, BasePromptTemplate]:
         """The event prompt and the fallback mention prompt (both receive ``{text}``)."""
         return {"event_prompt": self.event_prompt, "mention_prompt": self.mention_prompt}
@@ -79,6 +109,7 @@ class E2LightRAG(LightRAG):
         if not self._event_layer_ready:
             await self.event_layer.initialize()
             self._event_layer_ready = True
+            await self._forget_layers_of_missing_documents()
 
     async def finalize_storages(self) -> None:
         if self._event_layer_ready:
@@ -88,6 +119,72 @@ class E2LightRAG(LightRAG):
 
     def _index_storages(self) -> list:
         return super()._index_storages() + self.event_layer.storages()
+
+    def _follow_document_drops(self) -> None:
+        """Make dropping any of LightRAG's document storages drop the layer too.
+
+        The storages are this instance's own objects, so wrapping their ``drop`` reaches every
+        caller (the server's clear route holds them, not us). The first failure is reported in
+        LightRAG's ``drop`` result shape.
+        """
+        for storage in (self.full_docs, self.text_chunks, self.doc_status):
+            stock_drop = storage.drop
+
+            async def drop_with_layer(stock_drop=stock_drop) -> dict[str, str]:
+                result = await stock_drop()
+                layer = await self.event_layer.drop()
+                return result if layer["status"] == "success" else layer
+
+            storage.drop = drop_with_layer
+
+    async def _forget_layers_of_missing_documents(self) -> None:
+        """Delete the layers of documents LightRAG no longer holds or holds as FAILED; when it
+        holds no document at all, drop the whole layer (with any nodes an interrupted write
+        left)."""
+        doc_ids = await self.event_layer.doc_ids()
+        if not doc_ids:
+            return
+        counts = await self.doc_status.get_all_status_counts()
+        if not counts.get("all", sum(counts.values())):
+            await self.event_layer.drop()
+            logger.info("e2rag: LightRAG holds no documents; dropped the event layer")
+            return
+        records = await self.doc_status.get_by_ids(doc_ids)
+        gone = [
+            doc_id
+            for doc_id, record in zip(doc_ids, records)
+            if not record or record.get("status") == DocStatus.FAILED
+        ]
+        for doc_id in gone:
+            await self.event_layer.delete_doc(doc_id)
+        if gone:
+            logger.info("e2rag: forgot the layers of %d documents LightRAG lost", len(gone))
+
+    async def _upsert_doc_status_transition(
+        self,
+        doc_id: str,
+        status: DocStatus,
+        status_doc: Any,
+        file_path: str,
+        *,
+        ctx: Any,
+        extra_fields: Optional[dict[str, Any]] = None,
+        metadata_extra: Optional[dict[str, Any]] = None,
+        metadata_drop: tuple[str, ...] = (),
+    ) -> None:
+        """LightRAG's status write; a FAILED document (failure or cancellation) loses its layer."""
+        await super()._upsert_doc_status_transition(
+            doc_id,
+            status,
+            status_doc,
+            file_path,
+            ctx=ctx,
+            extra_fields=extra_fields,
+            metadata_extra=metadata_extra,
+            metadata_drop=metadata_drop,
+        )
+        if status == DocStatus.FAILED and self._event_layer_ready:
+            await self.event_layer.delete_doc(doc_id)
 
     # -- indexing ---------------------------------------------------------------------------
     async def _process_extract_entities(
@@ -182,7 +279,7 @@ class E2LightRAG(LightRAG):
             return await LightRAG.aquery_llm(self, query, param, system_prompt, progress_callback)
         query = validate_rag_query(validate_query_not_empty(query))
         try:
-            retrieved = await self._e2rag_retrieve(query, param)
+            retrieved = await self._e2rag_retrieve(query, param, progress_callback)
             if retrieved is None or not retrieved.bundle.passages:
                 result = no_result()
                 result["llm_response"] = {
@@ -192,7 +289,9 @@ class E2LightRAG(LightRAG):
                     "llm_generated": False,
                 }
             else:
-                result = await answer(self, query, param, system_prompt, retrieved)
+                result = await answer(
+                    self, query, param, system_prompt, retrieved, progress_callback
+                )
         except Exception as exc:  # noqa: BLE001 - same contract as LightRAG's aquery_llm
             logger.exception("e2rag query failed")
             result = {
@@ -210,7 +309,9 @@ class E2LightRAG(LightRAG):
         await self._query_done()
         return result
 
-    async def _e2rag_retrieve(self, query: str, param: QueryParam) -> Optional[Retrieved]:
+    async def _e2rag_retrieve(
+        self, query: str, param: QueryParam, progress: ProgressCallback = None
+    ) -> Optional[Retrieved]:
         return await retrieve(
             self,
             self.event_layer,
@@ -218,6 +319,7 @@ class E2LightRAG(LightRAG):
             param,
             event_weight=self.e2rag_event_weight,
             mention_pool=self.e2rag_mention_pool,
+            progress=progress,
         )
 
     async def aquery_data(self, query: str, param: QueryParam = QueryParam()) -> dict[str, Any]:

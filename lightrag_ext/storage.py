@@ -242,6 +242,17 @@ class EventLayerStore:
         for storage in (self.graph, self.mentions_vdb, self.events_vdb):
             await storage.index_done_callback()
 
+    async def drop(self) -> dict[str, str]:
+        """Drop every storage of the layer; LightRAG's ``drop`` contract (a status dict)."""
+        failures = []
+        for storage in self.storages():
+            result = await storage.drop()
+            if (result or {}).get("status") != "success":
+                failures.append(f"{type(storage).__name__}: {(result or {}).get('message')}")
+        if failures:
+            return {"status": "error", "message": "e2rag layer: " + "; ".join(failures)}
+        return {"status": "success", "message": "e2rag event layer dropped"}
+
     # -- writes -----------------------------------------------------------------------------
     async def write_doc(self, layer: DocLayer) -> None:
         """Replace a document's layer: stale nodes out, new nodes/edges/vectors in, commit."""
@@ -311,6 +322,11 @@ class EventLayerStore:
     async def get_record(self, doc_id: str) -> Optional[dict[str, Any]]:
         record = await self.docs.get_by_id(doc_id)
         return record if record else None
+
+    async def doc_ids(self) -> list[str]:
+        """Every document that has a layer record (complete or with failed chunks)."""
+        found = await self.docs.get_docs_by_statuses([DocStatus.PROCESSED, DocStatus.FAILED])
+        return list(found)
 
     async def get_records(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         ids = list(dict.fromkeys(doc_ids))

@@ -7,8 +7,7 @@ index type to llama-index's registries so that ``load_index_from_storage`` can l
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from llama_index_e2rag.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -45,12 +44,5 @@ _LAZY = {
 
 __all__ = ["__version__", *sorted(_LAZY)]
 
-
-def __getattr__(name: str) -> Any:
-    """Import heavy components only when a user asks for them."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'llama_index_e2rag' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+# heavy components are imported only when a user asks for them
+__getattr__ = lazy_exports(globals(), _LAZY)

@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Awaitable, Callable, Iterator, Optional, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Optional, Type, TypeVar
 
-from llama_index.core.prompts import PromptTemplate
 from pydantic import BaseModel, ValidationError
 
 from llama_index_e2rag.errors import LLMOutputError
+from llama_index_e2rag.prompt_text import fill, lazy_templates
+
+if TYPE_CHECKING:
+    from llama_index.core.prompts import PromptTemplate
 
 Model = TypeVar("Model", bound=BaseModel)
 
-JSON_REPAIR_PROMPT = PromptTemplate(
-    """---Task: json_repair---
+JSON_REPAIR_TEXT = """---Task: json_repair---
 Your previous answer to the task below could not be used.
 
 ---Original task---
@@ -38,7 +40,10 @@ Answer the original task again. Reply with exactly one JSON object that follows 
 with no prose and no code fences:
 {schema}
 """
-)
+
+#: ``JSON_REPAIR_TEXT`` as a llama-index template, built on first access
+JSON_REPAIR_PROMPT: PromptTemplate
+__getattr__ = lazy_templates(globals(), {"JSON_REPAIR_PROMPT": JSON_REPAIR_TEXT})
 
 #: Longest answer parsed, in characters. An extraction answer for a 1,200-token chunk is a few KB
 #: and models stop at 4k-16k output tokens (16k tokens are about 64 KB of JSON), so anything
@@ -191,7 +196,7 @@ async def parse_with_repair(
 ) -> tuple[Model, str]:
     """``answer`` (the LLM's reply to ``prompt``) parsed as ``output_cls``, repairing once.
 
-    If the answer does not parse, ``ask`` is sent ``JSON_REPAIR_PROMPT`` (the original prompt,
+    If the answer does not parse, ``ask`` is sent ``JSON_REPAIR_TEXT`` (the original prompt,
     the answer and what was wrong with it) and its reply is parsed instead. Returns the model and
     the answer text it came from (what a caller caches). Raises ``LLMOutputError`` naming
     ``what`` (e.g. "entity_extraction") when the repaired answer does not parse either. Every
@@ -205,7 +210,8 @@ async def parse_with_repair(
         if len(answer) > MAX_REPAIR_ECHO:
             cut = len(answer) - MAX_REPAIR_ECHO
             shown = f"{answer[:MAX_REPAIR_ECHO]}\n[... {cut:,} more characters]"
-        repair = JSON_REPAIR_PROMPT.format(
+        repair = fill(
+            JSON_REPAIR_TEXT,
             prompt=prompt,
             output=shown,
             error=str(first_error),

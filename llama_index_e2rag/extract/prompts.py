@@ -1,7 +1,9 @@
 """Prompts and output models of the LLM extraction passes (E²RAG §4, appendix D.3).
 
-Every prompt is a llama-index ``PromptTemplate`` (users override them through
-``get_prompts()`` / ``update_prompts()`` on the components that use them) and starts with a
+Every prompt is a text (``*_TEXT``, filled by ``prompt_text.fill``) and, built from it on first
+access, a llama-index ``PromptTemplate`` (``*_PROMPT``; users override them through
+``get_prompts()`` / ``update_prompts()`` on the components that use them), so importing this
+module does not import llama-index. Every prompt starts with a
 ``---Task: <kind>---`` header line: the header names the pass in logs and caches, and lets a
 scripted test LLM tell the passes apart without guessing. Prompts ask for JSON; the same pydantic
 models serve function-calling LLMs (as the tool schema) and text LLMs (as the parse target).
@@ -9,10 +11,14 @@ models serve function-calling LLMs (as the tool schema) and text LLMs (as the pa
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from llama_index.core.prompts import PromptTemplate
 from pydantic import BaseModel, Field, field_validator
+
+from llama_index_e2rag.prompt_text import lazy_templates
+
+if TYPE_CHECKING:
+    from llama_index.core.prompts import PromptTemplate
 
 ENTITY_EXTRACTION = "entity_extraction"
 EVENT_EXTRACTION = "event_extraction"
@@ -144,8 +150,7 @@ _INPUT = """---Input Text---
 ---Output---
 """
 
-ENTITY_EXTRACTION_PROMPT = PromptTemplate(
-    f"""---Task: {ENTITY_EXTRACTION}---
+ENTITY_EXTRACTION_TEXT = f"""---Task: {ENTITY_EXTRACTION}---
 ---Role---
 You are a knowledge graph specialist extracting entities from a passage of a story.
 
@@ -157,10 +162,8 @@ You are a knowledge graph specialist extracting entities from a passage of a sto
 {_ENTITY_EXAMPLE}
 
 {_INPUT}"""
-)
 
-EVENT_EXTRACTION_PROMPT = PromptTemplate(
-    f"""---Task: {EVENT_EXTRACTION}---
+EVENT_EXTRACTION_TEXT = f"""---Task: {EVENT_EXTRACTION}---
 ---Role---
 You are a knowledge graph specialist extracting events from a passage of a story.
 
@@ -172,10 +175,8 @@ You are a knowledge graph specialist extracting events from a passage of a story
 {_EVENT_EXAMPLE}
 
 {_INPUT}"""
-)
 
-COMBINED_EXTRACTION_PROMPT = PromptTemplate(
-    f"""---Task: {COMBINED_EXTRACTION}---
+COMBINED_EXTRACTION_TEXT = f"""---Task: {COMBINED_EXTRACTION}---
 ---Role---
 You are a knowledge graph specialist extracting entities and events from a passage of a story.
 
@@ -189,11 +190,9 @@ Events:
 [{{"title": ..., "description": ..., "participants": [...], "date": ...}}]}}
 
 {_INPUT}"""
-)
 
 # The paper's query-side extractor (appendix D.3), kept close to the original wording.
-QUERY_CUE_PROMPT = PromptTemplate(
-    f"""---Task: {QUERY_CUES}---
+QUERY_CUE_TEXT = f"""---Task: {QUERY_CUES}---
 ---Role---
 You are a helpful assistant tasked with identifying entities and events in the user's query.
 
@@ -231,11 +230,9 @@ Output:
 Query: {{query}}
 Output:
 """
-)
 
 # HyDE (Gao et al., 2023) as used in E²RAG §4: a draft answer written without the document.
-HYPOTHETICAL_ANSWER_PROMPT = PromptTemplate(
-    f"""---Task: {HYPOTHETICAL_ANSWER}---
+HYPOTHETICAL_ANSWER_TEXT = f"""---Task: {HYPOTHETICAL_ANSWER}---
 Write a short passage (3-5 sentences) that answers the question below as if it were taken from \
 the story it asks about. Name the characters, places and events involved. If you do not know the \
 story, write a plausible passage anyway; it is only used to find the real passages.
@@ -243,4 +240,21 @@ story, write a plausible passage anyway; it is only used to find the real passag
 Question: {{query}}
 Passage:
 """
+
+# The texts as llama-index templates, built on first access (``lazy_templates``).
+ENTITY_EXTRACTION_PROMPT: PromptTemplate
+EVENT_EXTRACTION_PROMPT: PromptTemplate
+COMBINED_EXTRACTION_PROMPT: PromptTemplate
+QUERY_CUE_PROMPT: PromptTemplate
+HYPOTHETICAL_ANSWER_PROMPT: PromptTemplate
+
+__getattr__ = lazy_templates(
+    globals(),
+    {
+        "ENTITY_EXTRACTION_PROMPT": ENTITY_EXTRACTION_TEXT,
+        "EVENT_EXTRACTION_PROMPT": EVENT_EXTRACTION_TEXT,
+        "COMBINED_EXTRACTION_PROMPT": COMBINED_EXTRACTION_TEXT,
+        "QUERY_CUE_PROMPT": QUERY_CUE_TEXT,
+        "HYPOTHETICAL_ANSWER_PROMPT": HYPOTHETICAL_ANSWER_TEXT,
+    },
 )
