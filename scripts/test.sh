@@ -6,4 +6,11 @@ cd "$(dirname "$0")/.."
 
 bash .ci/postgres.sh install
 python -m pip install -q -e ".[test]"
+# LightRAG's server downloads tiktoken's BPE files at start-up; its tests read them from the
+# git-ignored .cache/tiktoken, filled here from litellm's wheel (a no-op once filled).
+python tests/lightrag/server_process.py
+# LightRAG's own test suite runs against E2LightRAG (tests/lightrag/test_upstream_suite.py) from
+# the pinned, sha256-checked lightrag-hku sdist, pip-downloaded here into the git-ignored
+# .cache/lightrag-sdist (a no-op once there).
+python tests/lightrag/lightrag_upstream.py
 exec python -m pytest -q "$@"

@@ -6,18 +6,21 @@ The PostgreSQL fixtures (``postgres_server``, ``postgres_env``) live in ``tests/
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from lightrag.kg.shared_storage import finalize_share_data
 from scripted_llm import ScriptedLLM
 
+from fake_openai import FakeOpenAI
 from lightrag_fakes import (
+    EMBED_DIM,
     ScriptedLightRAGLLM,
     hash_embedding_func,
     offline_tokenizer,
     stop_workers,
 )
+from server_process import ServerFactory, require_tiktoken_cache
 
 
 @pytest.fixture
@@ -28,6 +31,45 @@ def scripted_shared() -> ScriptedLLM:
 @pytest.fixture
 def lightrag_llm(scripted_shared: ScriptedLLM) -> ScriptedLightRAGLLM:
     return ScriptedLightRAGLLM(scripted_shared)
+
+
+@pytest.fixture
+def fake_openai(lightrag_llm: ScriptedLightRAGLLM) -> Iterator[FakeOpenAI]:
+    """The OpenAI-compatible endpoint real server processes use, answered by ``lightrag_llm``."""
+    with FakeOpenAI(lightrag_llm) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[FakeOpenAI]:
+    """A fake endpoint of the test module's own, for servers shared by its tests."""
+    with FakeOpenAI(ScriptedLightRAGLLM(ScriptedLLM())) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def module_servers(
+    endpoint: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerFactory]:
+    """Like ``lightrag_server``, on ``endpoint``, for servers shared by a module's tests."""
+    factory = ServerFactory(
+        tmp_path_factory.mktemp("servers"), endpoint.base_url, EMBED_DIM, require_tiktoken_cache()
+    )
+    try:
+        yield factory
+    finally:
+        factory.stop_all()
+
+
+@pytest.fixture
+def lightrag_server(fake_openai: FakeOpenAI, tmp_path: Path) -> Iterator[ServerFactory]:
+    """``lightrag_server(command=STOCK_SERVER, working_dir=None, input_dir=None, env=None)``
+    starts a server process on ``fake_openai`` (see server_process.py); all stop at teardown."""
+    factory = ServerFactory(tmp_path, fake_openai.base_url, EMBED_DIM, require_tiktoken_cache())
+    try:
+        yield factory
+    finally:
+        factory.stop_all()
 
 
 @pytest.fixture

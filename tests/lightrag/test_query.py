@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from lightrag import LightRAG, QueryParam
+from lightrag.operate import QueryProgress
 from lightrag.prompt import PROMPTS
 
 from lightrag_ext import E2RAG_MODE, E2LightRAG
@@ -90,6 +91,32 @@ async def test_e2rag_answer_uses_lightrag_query_llm_and_honours_only_need_contex
     full = await rag.aquery_llm(LATE_FACET_QUERY, param=QueryParam(mode=E2RAG_MODE))
     assert full["llm_response"]["content"] == answer
     assert full["data"]["chunks"][0]["chunk_id"] == "story-chunk-002"
+
+
+async def test_e2rag_reports_lightrags_progress_events_in_order(rag_factory, tmp_path: Path):
+    """``/query/stream`` with ``include_progress`` relays these; the answer step is reported only
+    when the LLM is really asked (not for context only, nor for a cached answer)."""
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag")
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    runs: list[list[str]] = []
+    for param in (
+        QueryParam(mode=E2RAG_MODE, only_need_context=True),
+        QueryParam(mode=E2RAG_MODE),
+        QueryParam(mode=E2RAG_MODE),
+    ):
+        events: list[str] = []
+
+        async def record(event: str, events: list[str] = events) -> None:
+            events.append(event)
+
+        await rag.aquery_llm(LATE_FACET_QUERY, param=param, progress_callback=record)
+        runs.append(events)
+    retrieval = [
+        QueryProgress.EXTRACTING_KEYWORDS,
+        QueryProgress.RETRIEVING_ENTITIES,
+        QueryProgress.RETRIEVING_CHUNKS,
+    ]
+    assert runs == [retrieval, [*retrieval, QueryProgress.GENERATING_RESPONSE], retrieval]
 
 
 async def test_e2rag_streams_the_answer_and_never_caches_a_stream(
