@@ -119,3 +119,31 @@ async def test_forced_shared_workspace_is_refused(
         await rag.finalize_storages()
         await stop_workers(rag)
         finalize_share_data()
+
+
+async def test_dropping_lightrags_documents_in_postgres_drops_the_layer_rows(
+    rag_factory, postgres_env, tmp_path: Path
+):
+    """The server's clear route drops LightRAG's storages; in PostgreSQL the layer's rows of the
+    workspace go with them, and another workspace's rows stay."""
+    workspace, other = f"t{uuid.uuid4().hex[:8]}", f"t{uuid.uuid4().hex[:8]}"
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag", workspace=workspace, **PG_STORAGES)
+    await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)
+    await rag_factory.close(rag)
+    kept = await rag_factory(E2LightRAG, tmp_path / "other", workspace=other, **PG_STORAGES)
+    await kept.ainsert(SECOND_STORY, ids=["neville"], **INSERT_KWARGS)
+    await rag_factory.close(kept)
+
+    rag = await rag_factory(E2LightRAG, tmp_path / "rag", workspace=workspace, **PG_STORAGES)
+    for storage in (rag.full_docs, rag.text_chunks, rag.doc_status):
+        assert (await storage.drop())["status"] == "success"
+    conn = await _connect(postgres_env)
+    try:
+        assert await _rows(conn, layer_workspace(workspace)) == {
+            "nodes": set(),
+            "edges": set(),
+            "docs": set(),
+        }
+        assert (await _rows(conn, layer_workspace(other)))["docs"] == {("neville", "processed")}
+    finally:
+        await conn.close()
