@@ -4,7 +4,7 @@ Chunk extractors see one chunk at a time; some methods (ChronoRAG's fact layer, 
 bridges) need the whole document. They implement this protocol and the index runs them once per
 document, after chunk extraction, then upserts and embeds what they return like any other node.
 
-Two optional extensions, both duck-typed so a plain ``abuild`` stays enough:
+Three optional extensions, all duck-typed so a plain ``abuild`` stays enough:
 
 * **Failures.** ``abuild`` may return ``(nodes, edges, failures)``; each failure is a
   ``{"chunk_id": ..., "reason": ...}`` dict for a part of the document the builder could not
@@ -14,6 +14,18 @@ Two optional extensions, both duck-typed so a plain ``abuild`` stays enough:
   ``RESTORABLE_BUILDERS``, a ``to_config() -> dict`` (JSON values) and a classmethod
   ``from_config(params)`` is recorded in the index struct and rebuilt when the index is loaded,
   so documents inserted later get the same layers without passing ``doc_builders`` again.
+* **Links between documents.** ``abuild`` sees one document, so edges to *other* documents (e.g.
+  SentGraph's topic bridges) come from ``async def alink(staged, committed) -> (links_by_doc,
+  failures)``. ``staged`` is the batch as ``[(doc_id, staging graph), ...]`` in batch order and
+  ``committed`` the index's graph as committed, which still holds the old version of a batch
+  document being replaced: skip those. ``links_by_doc`` maps a batch document to the edges it
+  owns (``doc_id`` = that document, one end among its nodes, the other in another batch document
+  or a committed document outside the batch); a failure is a ``{"chunk_id", "reason"}`` dict
+  that may also name its batch document (``"doc_id"``), else it goes to the document holding
+  the chunk, else to the batch's last document. The index calls ``alink`` under its write lock,
+  just before the commit (``ingest.link_staged``), so concurrent inserts see each other; the
+  links are written after every document of the batch, and when the document at a link's
+  other end is deleted or replaced the link goes and its owner's digest is re-sealed.
 """
 
 from __future__ import annotations
@@ -34,7 +46,10 @@ BuildResult = Union[
 ]
 
 #: Builders an index can rebuild from its stored config: ``config_name -> "module:Class"``.
-RESTORABLE_BUILDERS = {"chrono": "llama_index_e2rag.extract.chrono:ChronoLayerBuilder"}
+RESTORABLE_BUILDERS = {
+    "chrono": "llama_index_e2rag.extract.chrono:ChronoLayerBuilder",
+    "sentence_graph": "llama_index_e2rag.extract.sentence_graph.builder:SentenceGraphBuilder",
+}
 
 
 @runtime_checkable

@@ -53,6 +53,7 @@ from llama_index_e2rag.ingest import (
     add_stats,
     document_write,
     embed_staged,
+    link_staged,
     stage_document,
 )
 from llama_index_e2rag.validation import validate_document, validate_documents, validate_nodes
@@ -344,6 +345,18 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         """The document builders run on every inserted document (given or restored)."""
         return list(self._doc_builders)
 
+    def add_doc_builders(self, builders: Sequence[DocumentBuilder]) -> None:
+        """Run ``builders`` on later inserts too, keeping the given or restored ones (passing
+        ``doc_builders=`` replaces them). A builder whose ``config_name`` is already there is
+        skipped, so ``e2rag index --sentence-graph`` on a chrono store keeps one of each. The
+        next write records the new set for later loads."""
+        names = {getattr(b, "config_name", None) for b in self._doc_builders}
+        for builder in builders:
+            name = getattr(builder, "config_name", None)
+            if name is None or name not in names:
+                self._doc_builders.append(builder)
+            names.add(name)
+
     # -- accessors ----------------------------------------------------------------------------
     @property
     def stores(self) -> Stores:
@@ -493,8 +506,12 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             )
         embed_model = self.embed_model
         vectors = await embed_staged(embed_model, [s.graph for s in staged], self._show_progress)
-        writes = [document_write(stage, vectors) for stage in staged]
         async with self._write_lock.hold():
+            # links join the batch to the graph as committed now, so they run under the lock
+            await link_staged(
+                staged, self._doc_builders, self._stores.graph, lambda: self.llm_runner
+            )
+            writes = [document_write(stage, vectors) for stage in staged]
             if vectors:
                 self._index_struct.config["embed_model"] = embed_model.model_name
             self._sync_llm_stats()
@@ -574,8 +591,8 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
 
     # -- retrieval ------------------------------------------------------------------------------
     def as_retriever(self, mode: str = DEFAULT_MODE, **kwargs: Any) -> BaseRetriever:
-        """``mode``: narrative (default) | entity_event | grounded | chrono | vector; kwargs go
-        to the retriever (``budget_words=`` works in every mode)."""
+        """``mode``: narrative (default) | entity_event | grounded | chrono | sentence_graph |
+        vector; kwargs go to the retriever (``budget_words=`` works in every mode)."""
         if mode not in RETRIEVER_CLASSES:
             raise ValueError(
                 f"unknown retrieval mode {mode!r}; choose one of {', '.join(RETRIEVER_MODES)}"
@@ -597,6 +614,8 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             from llama_index_e2rag.retrievers.parsing import extractors_parser
 
             return {"llm_runner": self.llm_runner, "parser": extractors_parser(self.extractors)}
+        if mode == "sentence_graph":
+            return {"llm_runner": self.llm_runner}
         return {}
 
     def as_query_engine(  # type: ignore[override]

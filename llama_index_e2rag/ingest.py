@@ -4,8 +4,10 @@
 A build runs in two phases so that a failure never leaves a half-written index: everything of a
 document is first computed in a staging graph (``stage_document``) and embedded
 (``embed_staged``); only then does ``document_write`` turn it into the one ``DocumentWrite`` the
-stores commit. ``DocOrders`` and ``WriteLock`` make concurrent inserts (coroutines of one
-loop, or threads each running their own loop) safe: distinct story orders, one commit at a time.
+stores commit. Links between documents (``link_staged``) are the exception: they depend on the
+committed graph, so the index computes them under its write lock, just before the commit.
+``DocOrders`` and ``WriteLock`` make concurrent inserts (coroutines of one loop, or threads each
+running their own loop) safe: distinct story orders, one commit at a time.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import asyncio
 import logging
 import threading
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Sequence
 
 import numpy as np
@@ -132,6 +134,8 @@ class StagedDoc:
     chunks: list[TextNode]
     graph: NetworkXGraphStore
     failures: list[dict[str, str]]
+    #: edges to other documents' nodes, owned by this one (set by ``link_staged``)
+    links: list[GraphEdge] = field(default_factory=list)
 
 
 async def stage_document(
@@ -185,6 +189,93 @@ async def stage_document(
                 for p in problems
             )
     return StagedDoc(document, doc_id, order, chunks, graph, failures)
+
+
+async def link_staged(
+    staged: Sequence[StagedDoc],
+    builders: Sequence[DocumentBuilder],
+    committed: GraphStore,
+    llm_runner: Callable[[], Optional["LLMRunner"]],
+) -> None:
+    """Run every builder's ``alink`` over the batch (``builders.py``) and hand each staged
+    document its links and failures.
+
+    Call it holding the write lock: links join the batch to the graph *as committed*, so a
+    concurrent batch committed just before is seen. A link that breaks the rules of
+    ``_check_links`` is a builder bug and raises ``ValueError`` before anything is written.
+    """
+    by_doc = {stage.doc_id: stage for stage in staged}
+    for builder in builders:
+        alink = getattr(builder, "alink", None)
+        if alink is None:
+            continue
+        adopt = getattr(builder, "use_llm_runner", None)
+        if adopt is not None:
+            adopt(llm_runner())
+        links_by_doc, problems = await alink([(s.doc_id, s.graph) for s in staged], committed)
+        for doc_id, links in links_by_doc.items():
+            owner = _batch_doc(by_doc, doc_id, builder)
+            _check_links(links, owner, by_doc, committed)
+            owner.links.extend(links)
+        for problem in problems:
+            owner = _failure_owner(problem, staged, by_doc, builder)
+            owner.failures.append(
+                {"doc_id": owner.doc_id, "chunk_id": problem.get("chunk_id", ""),
+                 "reason": problem["reason"]}
+            )
+
+
+def _check_links(
+    links: Sequence[GraphEdge],
+    owner: StagedDoc,
+    batch: dict[str, StagedDoc],
+    committed: GraphStore,
+) -> None:
+    """Each link is owned by ``owner`` (``doc_id``) and has an end among its nodes; every end is
+    in a batch document or in a committed document outside the batch (a batch document's
+    committed nodes are about to be replaced, so a link to them would dangle)."""
+    for link in links:
+        if link.doc_id != owner.doc_id or not (
+            owner.graph.has_node(link.source) or owner.graph.has_node(link.target)
+        ):
+            raise ValueError(
+                f"link {link.kind.value} {link.source} -> {link.target} must be owned by "
+                f"{owner.doc_id!r} (doc_id) and start or end at one of its nodes"
+            )
+    outside = {
+        end
+        for link in links
+        for end in (link.source, link.target)
+        if not any(stage.graph.has_node(end) for stage in batch.values())
+    }
+    found = {node.id: node for node in committed.get_nodes(sorted(outside))}
+    for end in sorted(outside):
+        if end not in found or found[end].doc_id in batch:
+            raise ValueError(
+                f"a link of {owner.doc_id!r} ends at {end!r}, which is in neither the batch nor "
+                "a committed document outside it"
+            )
+
+
+def _failure_owner(
+    problem: dict[str, str], staged: Sequence[StagedDoc], by_doc: dict[str, StagedDoc], builder: Any
+) -> StagedDoc:
+    """The batch document a link failure belongs to: the one it names (``doc_id``), else the
+    one holding its ``chunk_id``, else the batch's last document (links go to the later one)."""
+    if "doc_id" in problem:
+        return _batch_doc(by_doc, problem["doc_id"], builder)
+    chunk_id = problem.get("chunk_id")
+    holder = [s for s in staged if chunk_id and s.graph.has_node(chunk_id)]
+    return holder[0] if holder else staged[-1]
+
+
+def _batch_doc(by_doc: dict[str, StagedDoc], doc_id: str, builder: Any) -> StagedDoc:
+    if doc_id not in by_doc:
+        raise ValueError(
+            f"{type(builder).__name__}.alink returned links or failures for {doc_id!r}, "
+            "which is not a document of the batch"
+        )
+    return by_doc[doc_id]
 
 
 #: Texts per call into the embedding model: each call's vectors become float32 at once, so a
@@ -267,6 +358,7 @@ def document_write(stage: StagedDoc, vectors: StagedVectors) -> DocumentWrite:
         chunks=stage.chunks,
         failures=stage.failures,
         doc_hash=stage.document.hash if stage.document is not None else None,
+        links=stage.links,
     )
 
 

@@ -5,8 +5,9 @@ sentences)``. The LLM-free extractor's events have exactly that: a short name ("
 door") and the sentence they are grounded in, whose vector the index computes anyway. So their
 vector is derived from those two instead of embedding the event's clause on its own, and
 ChronoRAG's facts made from events take their event's vector. Names repeat across a book ("he
-say"), so far fewer and shorter texts reach the embedding model. Every other node embeds its
-own text.
+say"), so far fewer and shorter texts reach the embedding model. A sentence may name the text
+it is embedded from instead (``attrs["embed_text"]``: SentGraph's "topic: sentence" option).
+Every other node embeds its own text.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ def sources(node: GraphNode, graph: GraphStore) -> tuple[str, ...]:
     name, sentence = node.name, node.attrs.get("sentence_text")
     if node.kind == NodeKind.EVENT and name and sentence:
         return (name, sentence)
+    context = node.attrs.get("embed_text")
+    if node.kind == NodeKind.SENTENCE and context:
+        return (context,)
     return (node.text,)
 
 

@@ -74,7 +74,11 @@ def _repair_around_graph(
 
 
 def _record_documents(graph: Any, report: RepairReport) -> None:
-    """Give documents saved before records existed their record (rewriting their own rows)."""
+    """Give documents saved before records existed their record (rewriting their own rows).
+
+    A document's edges to other documents go as links, written after the whole batch, so a
+    link between two re-recorded documents survives; links other documents own into a
+    re-recorded one are removed with its old rows, and their owners re-sealed."""
     from llama_index_e2rag.graph.base import DocRows
     from llama_index_e2rag.ingest import embeddable
 
@@ -88,10 +92,13 @@ def _record_documents(graph: Any, report: RepairReport) -> None:
         for node in nodes:
             if embeddable(node):
                 counts[node.kind.value] = counts.get(node.kind.value, 0) + 1
-        edges = graph.edges(doc_id=doc_id)
+        ids = {n.id for n in nodes}
+        edges, links = [], []
+        for edge in graph.edges(doc_id=doc_id):
+            (edges if edge.source in ids and edge.target in ids else links).append(edge)
         own = [f for f in failures if f["doc_id"] == doc_id]
         docs.append(DocRows(doc_id, orders[doc_id], nodes, edges, own,
-                            {"hash": None, "vectors": counts}))
+                            {"hash": None, "vectors": counts}, links))
     if docs:
         graph.commit_docs(docs)
         report.actions.append(f"recorded {len(docs)} document(s) saved before records existed")

@@ -50,12 +50,16 @@ class DocumentWrite:
     chunks: list[TextNode] = field(default_factory=list)
     failures: list[dict[str, str]] = field(default_factory=list)
     doc_hash: Optional[str] = None
+    #: edges to other documents' nodes, owned by this one (``DocRows.links``)
+    links: list[GraphEdge] = field(default_factory=list)
 
     def rows(self) -> DocRows:
         """The graph's part, with the record the rest of the store is checked against."""
         vectors = Counter(r.kind for r in self.records)
         record = {"hash": self.doc_hash, "vectors": dict(sorted(vectors.items()))}
-        return DocRows(self.doc_id, self.order, self.nodes, self.edges, self.failures, record)
+        return DocRows(
+            self.doc_id, self.order, self.nodes, self.edges, self.failures, record, self.links
+        )
 
 
 class Stores:

@@ -58,3 +58,14 @@ def test_every_other_node_embeds_its_own_text(graph) -> None:
         assert sources(node, graph) == (node.text,)
         embedded = _random_vectors({node.text})
         assert np.array_equal(vector(node, graph, embedded.__getitem__), embedded[node.text])
+
+
+def test_a_sentence_with_an_embed_text_is_embedded_from_it_alone() -> None:
+    g = NetworkXGraphStore()
+    topical = _node(NodeKind.SENTENCE, SENTENCE, 0, attrs={"embed_text": f"Harry: {SENTENCE}"})
+    chunk = _node(NodeKind.CHUNK, SENTENCE, 1, attrs={"embed_text": "ignored"})
+    g.upsert_nodes([topical, chunk])
+    assert sources(topical, g) == (f"Harry: {SENTENCE}",)
+    embedded = _random_vectors({f"Harry: {SENTENCE}"})
+    assert np.array_equal(vector(topical, g, embedded.__getitem__), embedded[f"Harry: {SENTENCE}"])
+    assert sources(chunk, g) == (SENTENCE,)  # only sentences take an embed text

@@ -14,6 +14,7 @@ from typing import (
     runtime_checkable,
 )
 
+from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
 
 Direction = Literal["out", "in", "both"]
@@ -26,6 +27,10 @@ class DocRows:
     ``record`` is what the rest of the store must agree with (the document's hash, its vector
     count per node kind, a digest of its rows); it is committed with the rows, so a check after
     any crash compares the other files against the graph's own statement of what it holds.
+
+    ``links`` are the document's edges to nodes of *other* documents (e.g. SentGraph's topic
+    bridges). The document owns them (``doc_id``, its row digest), but they are written after
+    every document of the batch, so a link may point at a document committed later in it.
     """
 
     doc_id: str
@@ -34,6 +39,26 @@ class DocRows:
     edges: Sequence[GraphEdge]
     failures: Sequence[dict[str, str]] = ()
     record: dict[str, Any] = field(default_factory=dict)
+    links: Sequence[GraphEdge] = ()
+
+
+def batch_links(docs: Sequence[DocRows]) -> list[GraphEdge]:
+    """Every link of a batch, refusing one whose key (``source, target, kind, role``) another
+    link or edge of the batch has: writing it would silently take over that edge and break its
+    owner's digest."""
+    links = [link for doc in docs for link in doc.links]
+    if not links:
+        return links
+    seen = {(e.source, e.target, e.kind.value, e.role or "") for doc in docs for e in doc.edges}
+    for link in links:
+        key = (link.source, link.target, link.kind.value, link.role or "")
+        if key in seen:
+            raise GraphStoreError(
+                f"link {link.kind.value} {link.source} -> {link.target} is given twice in one "
+                "batch; a cross-document edge has one owner"
+            )
+        seen.add(key)
+    return links
 
 
 @runtime_checkable
@@ -46,6 +71,11 @@ class GraphStore(Protocol):
     extraction failures, record) and sets index metadata as one unit (``replace_doc`` is a
     commit of one document). ``version`` changes with every write, by anyone, so read
     caches know when to rebuild.
+
+    Cross-document links belong to the document that made them: deleting or replacing a
+    document removes every edge touching its nodes, the other documents' links to it included,
+    and in the same transaction re-seals the row digest of each document that lost a link, so
+    the store check never mistakes a removed link for damage.
     """
 
     @property

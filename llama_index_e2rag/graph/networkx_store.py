@@ -12,7 +12,7 @@ import networkx as nx
 
 from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.files import atomic_replace
-from llama_index_e2rag.graph.base import Direction, DocRows
+from llama_index_e2rag.graph.base import Direction, DocRows, batch_links
 from llama_index_e2rag.schema import (
     SCHEMA_VERSION,
     EdgeKind,
@@ -111,10 +111,24 @@ class NetworkXGraphStore:
         )
 
     def commit_docs(self, docs: Sequence[DocRows], meta: Mapping[str, str] = {}) -> None:
-        """Replace each document and set ``meta`` (in memory, so nothing can stop halfway)."""
+        """Replace each document, then write the batch's links, and set ``meta``. In memory
+        there are no row digests to re-seal; a link to a node that is not there is refused
+        before anything changes."""
+        links = batch_links(docs)
+        batch_nodes = {n.id for doc in docs for n in doc.nodes}
+        replaced = {doc.doc_id for doc in docs}
+        for link in links:
+            for end in (link.source, link.target):
+                node = self.get_node(end)
+                if end not in batch_nodes and (node is None or node.doc_id in replaced):
+                    raise GraphStoreError(
+                        f"link {link.kind.value} {link.source} -> {link.target}: node {end!r} "
+                        "is in neither the batch nor the graph"
+                    )
         for doc in docs:
             self.replace_doc(doc.doc_id, doc.order, doc.nodes, doc.edges, doc.failures)
             self._records[doc.doc_id] = dict(doc.record)
+        self.upsert_edges(links)
         self._meta.update(meta)
 
     # -- reads --------------------------------------------------------------------------------

@@ -12,10 +12,11 @@ import hashlib
 import json
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
+from functools import partial
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 from llama_index_e2rag.errors import GraphStoreError
-from llama_index_e2rag.graph.base import Direction, DocRows
+from llama_index_e2rag.graph.base import Direction, DocRows, batch_links
 from llama_index_e2rag.schema import SCHEMA_VERSION, EdgeKind, GraphEdge, GraphNode, NodeKind
 
 FORMAT_NAME = "llama-index-e2rag/graph"
@@ -319,19 +320,57 @@ class SQLGraphStore:
             self._bump(cur)
 
     def delete_doc(self, doc_id: str) -> set[str]:
-        """Remove the document's nodes, every edge touching them, its order and failures."""
+        """Remove the document's nodes, every edge touching them, its order and failures; the
+        documents whose links to it went with them are re-sealed in the same transaction."""
         with self._transaction() as cur:
-            return self._delete_doc(cur, doc_id)
+            owners: set[str] = set()
+            ids = self._delete_doc(cur, doc_id, owners)
+            self._reseal(cur, owners)
+            return ids
 
-    def _delete_doc(self, cur: Any, doc_id: str) -> set[str]:
+    def _delete_doc(self, cur: Any, doc_id: str, owners: set[str]) -> set[str]:
+        """Delete the document's rows; add to ``owners`` the other documents that owned one of
+        the removed edges (their links to it), whose digests the caller re-seals."""
         cur.execute(self._sql("SELECT id FROM e2rag_nodes WHERE doc_id = ?"), (doc_id,))
         ids = {r[0] for r in cur.fetchall()}
+        owners.update(self._link_owners(cur, sorted(ids), doc_id))
         self._delete_ids(cur, sorted(ids))
         for table in ("e2rag_edges", "e2rag_documents", "e2rag_failures"):
             cur.execute(self._sql(f"DELETE FROM {table} WHERE doc_id = ?"), (doc_id,))
         cur.execute(self._sql("DELETE FROM e2rag_meta WHERE key = ?"), (DOC_RECORD + doc_id,))
         self._bump(cur)
         return ids
+
+    def _link_owners(self, cur: Any, ids: Sequence[str], doc_id: str) -> set[str]:
+        """Documents other than ``doc_id`` owning an edge that touches one of ``ids``."""
+        owners: set[str] = set()
+        for batch in _batches(ids):
+            for column in ("source", "target"):
+                rows = self._fetch(
+                    cur,
+                    f"SELECT DISTINCT doc_id FROM e2rag_edges WHERE {column} IN "
+                    f"({_marks(len(batch))}) AND doc_id <> ?",
+                    (*batch, doc_id),
+                )
+                owners.update(r[0] for r in rows)
+        return owners
+
+    def _reseal(self, cur: Any, doc_ids: Iterable[str]) -> None:
+        """Rewrite the row digest in the record of each document of ``doc_ids`` from its rows
+        as they are now (documents without a record or digest stay as they are)."""
+        for doc_id in sorted(doc_ids):
+            found = self._fetch(
+                cur, "SELECT value FROM e2rag_meta WHERE key = ?", (DOC_RECORD + doc_id,)
+            )
+            record = json.loads(found[0][0]) if found else {}
+            if record.get("rows"):
+                record["rows"] = self._doc_digest(partial(self._fetch, cur), doc_id)
+                cur.execute(self._sql(_UPSERT_META), (DOC_RECORD + doc_id, json.dumps(record)))
+
+    def _fetch(self, cur: Any, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one statement run inside the caller's transaction."""
+        cur.execute(self._sql(statement), tuple(params))
+        return list(cur.fetchall())
 
     def replace_doc(
         self,
@@ -346,11 +385,15 @@ class SQLGraphStore:
 
     def commit_docs(self, docs: Sequence[DocRows], meta: Mapping[str, str] = {}) -> None:
         """Replace every document of ``docs`` and set ``meta`` in one transaction: a batch of
-        documents lands whole or not at all. A document's record gets the digest of its rows."""
+        documents lands whole or not at all. A document's record gets the digest of its rows,
+        links included; the links are written once every document of the batch is, and the
+        documents that lost links to a replaced one are re-sealed."""
+        links = batch_links(docs)
         with self._transaction() as cur:
+            owners: set[str] = set()
             for doc in docs:
                 node_rows = [_node_row(n) for n in doc.nodes]
-                self._delete_doc(cur, doc.doc_id)
+                self._delete_doc(cur, doc.doc_id, owners)
                 if node_rows:
                     cur.executemany(self._sql(_UPSERT_NODE), node_rows)
                 edges = list(doc.edges)
@@ -368,8 +411,11 @@ class SQLGraphStore:
                         ),
                         [(doc.doc_id, f.get("chunk_id", ""), f["reason"]) for f in doc.failures],
                     )
-                record = dict(doc.record, rows=rows_digest(node_rows, edge_rows))
+                link_rows = [_edge_row(e) for e in doc.links]
+                record = dict(doc.record, rows=rows_digest(node_rows, edge_rows + link_rows))
                 cur.execute(self._sql(_UPSERT_META), (DOC_RECORD + doc.doc_id, json.dumps(record)))
+            self._write_edges(cur, links)
+            self._reseal(cur, owners)
             for key, value in meta.items():
                 cur.execute(self._sql(_UPSERT_META), (key, value))
             self._bump(cur)
@@ -491,8 +537,14 @@ class SQLGraphStore:
 
     def doc_rows_digest(self, doc_id: str) -> str:
         """The digest of the document's rows as they are now (``rows_digest``)."""
-        nodes = self._query(f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE doc_id = ?", (doc_id,))
-        edges = self._query(f"SELECT {_EDGE_COLUMNS} FROM e2rag_edges WHERE doc_id = ?", (doc_id,))
+        return self._doc_digest(self._query, doc_id)
+
+    @staticmethod
+    def _doc_digest(fetch: Callable[[str, Sequence[Any]], list[Any]], doc_id: str) -> str:
+        """``rows_digest`` of the rows ``fetch`` reads: the document's nodes and the edges it
+        owns (its links included)."""
+        nodes = fetch(f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE doc_id = ?", (doc_id,))
+        edges = fetch(f"SELECT {_EDGE_COLUMNS} FROM e2rag_edges WHERE doc_id = ?", (doc_id,))
         return rows_digest(nodes, edges)
 
     def doc_orders(self) -> dict[str, int]:
