@@ -9,8 +9,16 @@ text inside the prompt, the way a (very literal) extraction model would:
 - events: one per sentence of three words or more; title = its first six words, description =
   the sentence, participants = the entities in it, date = a weekday, month or year if present;
 - query cues: the capitalised names of the query and the rest of it as one event phrase;
-- hypothetical answers: ``hypothetical_text``; any other kind: ``handlers[kind](prompt)`` or
-  ``default_response``.
+- hypothetical answers: ``hypothetical_text``;
+- SentGraph N-N (``[i] text`` lines of the sentence list): core = the sentences not opened by a
+  subordinating connective ("because", "so", "for example", ...), relations = consecutive cores,
+  "sequence" when the later one opens with then/after, else "conjunction";
+- SentGraph N-S: each ``[i] (supplementary, attached to [j])`` line → nucleus j, satellite i,
+  "cause" when it opens with because, "result" with so, else "elaboration";
+- SentGraph bridges: every pair of listed entities that are both in ``names``, in ``names`` order,
+  → ``[a, "related to", b]``;
+- SentGraph refinement: keep paths 1-3, action ``refine_action``;
+- any other kind: ``handlers[kind](prompt)`` or ``default_response``.
 
 Prompts containing ``fail_marker`` raise, those containing ``malformed_marker`` get unparseable
 output (``malformed_text``; both optionally only the first N times), those containing
@@ -59,6 +67,15 @@ _COMMON = frozenset(
     which did does do is was were are be one once now yes no not all some every each while until
     with without from by for meanwhile soon later suddenly finally still just also""".split()
 )
+_SENTENCE_LIST = re.compile(r"Sentence List:(.*?)\n---Output---", re.DOTALL)
+_NUMBERED = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
+_ATTACHED = re.compile(r"^\((?:core|supplementary, attached to \[(\d+)\])\) (.*)$")
+_ENTITY_LIST = re.compile(r"Entity List:(.*?)\n---Output---", re.DOTALL)
+#: Openers that make a sentence supporting rather than core, for the N-N derivation.
+_SUBORDINATING = re.compile(
+    r"^(?:because|since|so|therefore|thus|hence|although|though|for example|for instance)\b",
+    re.IGNORECASE,
+)
 _MALFORMED = 'Here is what I found: {"entities": [{"name": "unterminated'
 
 
@@ -68,6 +85,7 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
     names: list[str] = Field(default_factory=list)
     entity_types: dict[str, str] = Field(default_factory=dict)
     hypothetical_text: str = "A hypothetical passage about the story."
+    refine_action: str = "expand"
     default_response: str = "Scripted answer."
     handlers: dict[str, Callable[[str], str]] = Field(default_factory=dict)
     fail_marker: Optional[str] = None
@@ -279,6 +297,14 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
             return json.dumps(self.cues_of(matches[-1] if matches else ""))
         if kind == "hypothetical_answer":
             return self.hypothetical_text
+        if kind == "sentgraph_nn":
+            return json.dumps(self.nn_relations_of(prompt))
+        if kind == "sentgraph_ns":
+            return json.dumps(self.ns_relations_of(prompt))
+        if kind == "sentgraph_bridge":
+            return json.dumps(self.bridges_of(prompt))
+        if kind == "sentgraph_refine":
+            return json.dumps({"keep": [1, 2, 3], "action": self.refine_action})
         return self.default_response
 
     # -- derivations (public so tests can state expectations in the same terms) ---------------
@@ -342,3 +368,37 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
         rest = re.sub(r"['’]s\b", " ", rest)
         words = [w for w in re.findall(r"[A-Za-z']+", rest) if w.lower() not in _COMMON]
         return {"entities": entities, "events": [" ".join(words)] if words else []}
+
+    @staticmethod
+    def sentence_list_of(prompt: str) -> list[tuple[int, str]]:
+        """The ``[i] text`` lines of a SentGraph prompt's sentence list."""
+        match = _SENTENCE_LIST.search(prompt)
+        return [(int(i), text) for i, text in _NUMBERED.findall(match.group(1) if match else "")]
+
+    def nn_relations_of(self, prompt: str) -> dict[str, Any]:
+        texts = dict(self.sentence_list_of(prompt))
+        core = [i for i, text in texts.items() if not _SUBORDINATING.match(text)]
+        relations = []
+        for a, b in zip(core, core[1:]):
+            sequence = re.match(r"(?:then|after)\b", texts[b], re.IGNORECASE)
+            relations.append({"a": a, "b": b, "type": "sequence" if sequence else "conjunction"})
+        return {"core": core, "relations": relations}
+
+    def ns_relations_of(self, prompt: str) -> dict[str, Any]:
+        relations = []
+        for i, line in self.sentence_list_of(prompt):
+            match = _ATTACHED.match(line)
+            if match is None or match.group(1) is None:
+                continue
+            opener = match.group(2).split(" ", 1)[0].strip(",").lower()
+            type_ = {"because": "cause", "so": "result"}.get(opener, "elaboration")
+            relations.append({"nucleus": int(match.group(1)), "satellite": i, "type": type_})
+        return {"relations": relations}
+
+    def bridges_of(self, prompt: str) -> dict[str, Any]:
+        match = _ENTITY_LIST.search(prompt)
+        lines = (match.group(1) if match else "").splitlines()
+        listed = {line.strip().removeprefix("- ") for line in lines}
+        known = [name for name in self.names if name in listed]
+        pairs = [(a, b) for i, a in enumerate(known) for b in known[i + 1 :]]
+        return {"triples": [[a, "related to", b] for a, b in pairs]}
