@@ -40,6 +40,9 @@ _LAZY = {
     "NetworkXGraphStore": "llama_index_e2rag.graph",
     "NodeKind": "llama_index_e2rag.schema",
     "ResponseCache": "llama_index_e2rag.llm",
+    "SentenceGraphBuilder": "llama_index_e2rag.extract.sentence_graph.builder",
+    "SentenceGraphMissingError": "llama_index_e2rag.retrievers.sentence_graph",
+    "SentenceGraphRetriever": "llama_index_e2rag.retrievers.sentence_graph",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]

@@ -8,6 +8,9 @@ RETRIEVER_CLASSES = {
     "grounded": ("llama_index_e2rag.retrievers.grounded", "GroundedGraphRetriever"),
     "chrono": ("llama_index_e2rag.retrievers.chrono", "ChronoRetriever"),
     "vector": ("llama_index_e2rag.retrievers.vector", "VectorChunkRetriever"),
+    "sentence_graph": (
+        "llama_index_e2rag.retrievers.sentence_graph", "SentenceGraphRetriever"
+    ),
 }
 RETRIEVER_MODES = tuple(RETRIEVER_CLASSES)
 #: The mode of ``as_retriever()`` / ``as_query_engine()`` / ``e2rag query`` without one.

@@ -143,7 +143,7 @@ def test_a_second_index_object_over_the_same_storage_context_shares_the_stores()
     assert isinstance(again, E2RAGIndex) and again.stores is index.stores
 
 
-MODES = ("narrative", "entity_event", "grounded", "chrono", "vector")
+MODES = ("narrative", "entity_event", "grounded", "chrono", "vector", "sentence_graph")
 QUESTION = "What did Hermione do after the troll fight?"
 _LOAD_IN_A_NEW_PROCESS = """
 import json, sys
@@ -169,13 +169,14 @@ def test_a_graph_in_postgresql_serves_another_process(
 ) -> None:
     pytest.importorskip("psycopg")
     from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
+    from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
     from llama_index_e2rag.graph.postgres_store import PostgresGraphStore
 
     graph = PostgresGraphStore(postgres_dsn, schema=postgres_schema)
     index = make_index(
         [Document(text=STORY, id_="book1"), Document(text=SEQUEL, id_="book2")],
         graph_store=graph,
-        doc_builders=[ChronoLayerBuilder(facts="events")],
+        doc_builders=[ChronoLayerBuilder(facts="events"), SentenceGraphBuilder()],
     )
     expected = {
         m: [n.node.node_id for n in index.as_retriever(mode=m).retrieve(QUESTION)] for m in MODES

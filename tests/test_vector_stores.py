@@ -27,6 +27,7 @@ from scripted_llm import ScriptedLLM
 
 from llama_index_e2rag.errors import VectorStoreError
 from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
+from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
 from llama_index_e2rag.index import E2RAGIndex, EMBEDDED_KINDS, RETRIEVER_MODES
 from llama_index_e2rag.ingest import embeddable
 
@@ -206,7 +207,8 @@ def build(llm: ScriptedLLM, **kwargs: Any) -> E2RAGIndex:
         embed_model=HashEmbedding(),
         chunk_size=CHUNK_SIZE,
         chunk_overlap=0,
-        doc_builders=[ChronoLayerBuilder(facts="events")],  # chrono mode needs its layers
+        # the chrono and sentence_graph modes need their layers
+        doc_builders=[ChronoLayerBuilder(facts="events"), SentenceGraphBuilder()],
         **kwargs,
     )
 
