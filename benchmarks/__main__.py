@@ -9,7 +9,8 @@ of book per second (build, persist, baselines, questions) and scaling took 48 mi
 over all 44 books (4.1M words) takes about 4.5 hours; ``--books N`` keeps the N shortest books.
 ``--only PART`` reruns some parts and keeps the others of the profile's results file, each part
 stamped with its own date, commit and command; ``--render-only`` rewrites the report from the
-saved results without measuring. Each book's index is built once, in a clean child process that
+saved results without measuring; ``--only quality --datasets NAME...`` reruns some quality
+datasets and keeps the others (each dataset table names the run it came from). Each book's index is built once, in a clean child process that
 yields both its speed/memory figures and its retrievals. Subsets are chosen by size or file order, never by question content.
 """
 
@@ -35,6 +36,8 @@ LITERARYQA_BUDGET, LITERARYQA_WINDOW = 1500, 100
 FAIRYTALEQA_BUDGET, FAIRYTALEQA_WINDOW = 200, 50
 MULTIHOP_BUDGET, MULTIHOP_WINDOW = 100, 50
 PARTS = ("quality", "scaling", "llm_cost", "import_cost")
+#: Quality datasets in report order (``--datasets`` picks some of them).
+DATASETS = ("literaryqa", "fairytaleqa", "hotpotqa", "2wiki", "musique")
 
 
 @dataclass(frozen=True)
@@ -81,33 +84,40 @@ def _measuring_factory(rows: list[dict[str, Any]],
     return factory
 
 
-def run_quality(profile: Profile, data_root: Path) -> dict[str, Any]:
+def run_quality(profile: Profile, data_root: Path,
+                datasets: Sequence[str] = DATASETS) -> dict[str, Any]:
     """Baselines and every index mode on the profile's slice of each dataset (``quality``).
 
-    Books are built in measuring child processes; their rows are the ``speed`` section.
+    Books are built in measuring child processes; their rows are the ``speed`` section (only
+    when ``datasets`` includes LiteraryQA).
     """
     embed = make_embed_model()
     factory = _in_process_factory(embed)
-    all_books = sorted(load_literaryqa(data_root), key=lambda n: n.words)
-    books = all_books[: profile.books]
-    split = "validation"
-    if len(books) < len(all_books):
-        split += f", the {len(books)} shortest of {len(all_books)} books"
-    stories = load_fairytaleqa(data_root, "val")[: profile.stories]
+    out: dict[str, Any] = {}
     speed_rows: list[dict[str, Any]] = []
-    out: dict[str, Any] = {
-        "literaryqa": evaluate_narratives(
+    if "literaryqa" in datasets:
+        all_books = sorted(load_literaryqa(data_root), key=lambda n: n.words)
+        books = all_books[: profile.books]
+        split = "validation"
+        if len(books) < len(all_books):
+            split += f", the {len(books)} shortest of {len(all_books)} books"
+        out["literaryqa"] = evaluate_narratives(
             DatasetSpec("literaryqa", split, LITERARYQA_BUDGET, LITERARYQA_WINDOW, MODES),
-            books, embed, _measuring_factory(speed_rows, LITERARYQA_BUDGET)),
-        "fairytaleqa": evaluate_narratives(
+            books, embed, _measuring_factory(speed_rows, LITERARYQA_BUDGET))
+    if "fairytaleqa" in datasets:
+        stories = load_fairytaleqa(data_root, "val")[: profile.stories]
+        out["fairytaleqa"] = evaluate_narratives(
             DatasetSpec("fairytaleqa", "val", FAIRYTALEQA_BUDGET, FAIRYTALEQA_WINDOW, MODES),
-            stories, embed, factory),
-    }
+            stories, embed, factory)
     for name, items in load_multihop(data_root).items():
-        out[name] = evaluate_multihop(
-            DatasetSpec(name, "dev sample", MULTIHOP_BUDGET, MULTIHOP_WINDOW, MODES),
-            items[: profile.multihop], embed, factory)
-    return {"quality": out, "speed": {"rows": speed_rows}}
+        if name in datasets:
+            out[name] = evaluate_multihop(
+                DatasetSpec(name, "dev sample", MULTIHOP_BUDGET, MULTIHOP_WINDOW, MODES),
+                items[: profile.multihop], embed, factory)
+    result: dict[str, Any] = {"quality": out}
+    if "literaryqa" in datasets:
+        result["speed"] = {"rows": speed_rows}
+    return result
 
 
 def run_scaling(profile: Profile, data_root: Path) -> dict[str, Any]:
@@ -136,12 +146,21 @@ PART_KEYS = {"quality": ("quality", "speed"), "scaling": ("scaling",), "llm_cost
              "import_cost": ("import_cost",)}
 
 
+def quality_run_key(datasets: Sequence[str]) -> str:
+    """The ``runs`` entry of a quality run over ``datasets`` ("quality" when it covers all)."""
+    if set(datasets) >= set(DATASETS):
+        return "quality"
+    return f"quality ({', '.join(d for d in DATASETS if d in datasets)})"
+
+
 def merge_results(previous: dict[str, Any] | None, new: dict[str, Any],
                   parts: Sequence[str]) -> dict[str, Any]:
     """``new`` plus the parts of ``previous`` (same profile) that this run did not redo.
 
-    Lets a long profile be run in pieces (``--only``) without losing what earlier pieces
-    measured; every part keeps its own ``runs`` entry (date, commit, command, wall time).
+    Lets a long profile be run in pieces (``--only``, ``--datasets``) without losing what
+    earlier pieces measured; every part keeps its own ``runs`` entry (date, commit, command,
+    wall time), and each quality dataset names its run (``"run"``). A quality run over some
+    datasets keeps the other datasets, and the speed rows when it did not rebuild the books.
     """
     if not previous or previous.get("profile") != new["profile"]:
         return new
@@ -152,7 +171,19 @@ def merge_results(previous: dict[str, Any] | None, new: dict[str, Any],
         for key in PART_KEYS[part]:
             if key in previous:
                 merged[key] = previous[key]
+    if "quality" in parts and "quality" in previous:
+        redone = new.get("quality", {})
+        quality = {name: redone.get(name, data) for name, data in previous["quality"].items()}
+        quality.update(redone)
+        merged["quality"] = quality
+        if "speed" not in new and "speed" in previous:
+            merged["speed"] = previous["speed"]
     merged["runs"].update(new.get("runs", {}))
+    used = {data.get("run", "quality") for data in merged.get("quality", {}).values()}
+    if merged.get("speed"):
+        used.add("quality")
+    for key in [k for k in merged["runs"] if k.startswith("quality") and k not in used]:
+        del merged["runs"][key]
     return merged
 
 
@@ -175,8 +206,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=_REPO / "benchmarks" / "results")
     parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS),
                         help="run only these parts; the profile's other results are kept")
+    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS),
+                        help="with the quality part: rerun only these datasets; the profile's "
+                             "other quality datasets are kept")
     parser.add_argument("--books", type=int, default=None,
                         help="use the N shortest LiteraryQA books (default: the profile's)")
+    parser.add_argument("--multihop", type=int, default=None,
+                        help="use the first N questions of each multi-hop sample (file order; "
+                             "default: the profile's)")
     parser.add_argument("--render-only", action="store_true",
                         help="measure nothing: rewrite the report from the saved results")
     args = parser.parse_args(argv)
@@ -191,10 +228,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"data root not found: {args.data_root}")
     if args.books is not None and args.books < 1:
         parser.error("--books must be at least 1")
+    if args.multihop is not None and args.multihop < 1:
+        parser.error("--multihop must be at least 1")
     os.environ.pop("OPENAI_API_KEY", None)  # the offline default is what is measured
     profile = PROFILES[args.profile]
     if args.books is not None:
         profile = replace(profile, books=args.books)
+    if args.multihop is not None:
+        profile = replace(profile, multihop=args.multihop)
     previous = _read_results(result_path)
     command = "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv)
     results: dict[str, Any] = {"profile": args.profile, "machine": report.machine_info(),
@@ -204,9 +245,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for part in PARTS:
         if part in args.only:
             machine, started = report.machine_info(), time.perf_counter()
-            results.update(RUNNERS[part](profile, args.data_root))
-            results["runs"][part] = {"machine": machine, "command": command,
-                                     "wall_seconds": time.perf_counter() - started}
+            key = part
+            if part == "quality":
+                key = quality_run_key(args.datasets)
+                results.update(run_quality(profile, args.data_root, args.datasets))
+                for data in results["quality"].values():
+                    data["run"] = key
+            else:
+                results.update(RUNNERS[part](profile, args.data_root))
+            results["runs"][key] = {"machine": machine, "command": command,
+                                    "wall_seconds": time.perf_counter() - started}
     results = merge_results(previous, results, args.only)
     args.results.mkdir(parents=True, exist_ok=True)
     tmp = result_path.with_suffix(".json.tmp")

@@ -6,14 +6,17 @@ side is rebuilt from lightrag-hku 1.5.7's own templates (``lightrag/prompt.py``)
 ``operate.extract_entities`` formats them in its default text mode: one system prompt, one user
 prompt per chunk, and the gleaning pass that is on by default (``DEFAULT_MAX_GLEANING = 1``). The
 gleaning call replays the first answer as history; no model answered here, so that replayed answer
-is not counted and LightRAG's gleaning figure is a lower bound. Tokens are cl100k_base (tiktoken,
-with the encoding file llama-index-core ships, so it works offline).
+is not counted and LightRAG's gleaning figure is a lower bound. SentGraph's builder runs its LLM
+path for real too (the N-N and N-S prompts per segment, then the bridging prompt over all sources
+as one batch); an index with an LLM pays it on top of E²RAG's extraction. Tokens are cl100k_base
+(tiktoken, with the encoding file llama-index-core ships, so it works offline).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -28,6 +31,8 @@ PAPER_E2RAG_TOKENS = 807_619
 PAPER_LIGHTRAG_TOKENS = 456_277
 
 TokenCounter = Callable[[str], int]
+#: The ``---Task: <kind>---`` header every prompt of the project starts with.
+_TASK = re.compile(r"---Task: (\w+)---")
 
 
 def cl100k_counter() -> TokenCounter:
@@ -109,6 +114,54 @@ def e2rag_cost(chunks: Sequence[TextNode], combined: bool, count: TokenCounter) 
         "calls": len(prompts),
         "prompt_tokens": sum(count(p) for p in prompts),
         "calls_by_kind": dict(getattr(llm, "calls_by_kind", {}) or {}),
+        "runner_stats": runner.stats.as_dict(),
+    }
+
+
+def sentgraph_cost(sources: Sequence[tuple[str, str, list[TextNode]]],
+                   count: TokenCounter) -> dict[str, Any]:
+    """Run ``SentenceGraphBuilder``'s LLM path with ``ScriptedLLM`` over ``(name, text, chunks)``
+    sources: ``abuild`` per source, then one ``alink`` for the batch; count what the model was
+    sent."""
+    from llama_index.core import Document
+
+    from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
+    from llama_index_e2rag.graph import NetworkXGraphStore
+    from llama_index_e2rag.llm import LLMRunner, run_sync
+    from llama_index_e2rag.schema import NodeKind
+
+    llm = load_scripted_llm_class()()
+    runner = LLMRunner(llm)
+    builder = SentenceGraphBuilder(runner, relations="llm", bridges="llm")
+
+    async def build() -> tuple[int, int]:
+        staged, segments, failures = [], 0, 0
+        for order, (name, text, chunks) in enumerate(sources):
+            graph = NetworkXGraphStore()
+            nodes, edges, problems = await builder.abuild(
+                Document(text=text, id_=name), order, chunks, graph)
+            graph.upsert_nodes(nodes)
+            graph.upsert_edges(edges)
+            staged.append((name, graph))
+            segments += sum(1 for node in nodes if node.kind == NodeKind.TOPIC)
+            failures += len(problems)
+        _, problems = await builder.alink(staged, NetworkXGraphStore())
+        return segments, failures + len(problems)
+
+    segments, failures = run_sync(build())
+    tokens_by_kind: dict[str, int] = {}
+    for prompt in (_prompt_text(p) for p in llm.prompts):
+        match = _TASK.search(prompt)
+        kind = match.group(1) if match else "unknown"
+        tokens_by_kind[kind] = tokens_by_kind.get(kind, 0) + count(prompt)
+    return {
+        "chunks": sum(len(chunks) for _, _, chunks in sources),
+        "segments": segments,
+        "failures": failures,
+        "calls": len(llm.prompts),
+        "prompt_tokens": sum(tokens_by_kind.values()),
+        "prompt_tokens_by_kind": tokens_by_kind,
+        "calls_by_kind": dict(llm.calls_by_kind),
         "runner_stats": runner.stats.as_dict(),
     }
 
@@ -206,6 +259,8 @@ def run_llm_cost(texts: Sequence[tuple[str, str]]) -> dict[str, Any]:
         e2rag_cost(chunks_of(n, t), False, count) for n, t in texts])
     add("E²RAG, combined=True", lambda: [
         e2rag_cost(chunks_of(n, t), True, count) for n, t in texts])
+    add("SentGraph, N-N + N-S per segment + bridges", lambda: [
+        sentgraph_cost([(n, t, chunks_of(n, t)) for n, t in texts], count)])
     add("LightRAG 1.5.7, same chunks", lambda: [
         lightrag_cost([c.get_content() for c in chunks_of(n, t)], count) for n, t in texts])
     add("LightRAG 1.5.7, same chunks, gleaning off", lambda: [

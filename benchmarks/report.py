@@ -212,6 +212,26 @@ def _store_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _sentgraph_cost_note(rows: dict[str, Any]) -> list[str]:
+    """How to read the SentGraph row: its N-S count depends on what the scripted N-N answers
+    leave supplementary, so the share of segments making that call is stated."""
+    row = next((r for label, r in rows.items() if label.startswith("SentGraph")), None)
+    if row is None or "error" in row:
+        return []
+    calls, tokens = row["calls_by_kind"], row.get("prompt_tokens_by_kind", {})
+    return [f"The SentGraph row runs `SentenceGraphBuilder(relations=\"llm\", bridges=\"llm\")` "
+            f"with the same ScriptedLLM over {row['segments']} segments: "
+            f"{calls.get('sentgraph_nn', 0)} N-N calls "
+            f"({tokens.get('sentgraph_nn', 0):,} tokens), "
+            f"{calls.get('sentgraph_ns', 0)} N-S calls ({tokens.get('sentgraph_ns', 0):,}) and "
+            f"{calls.get('sentgraph_bridge', 0)} bridging call(s) "
+            f"({tokens.get('sentgraph_bridge', 0):,}), {row['failures']} failed segment(s). "
+            "An N-S call is made only where the N-N answer leaves supplementary sentences; the "
+            "scripted model leaves only those opened by a subordinating connective, so a real "
+            "model that splits most segments pays up to about one N-S prompt per N-N prompt "
+            "more. An index with an LLM pays this on top of E²RAG's extraction.", ""]
+
+
 def _llm_table(cost: dict[str, Any]) -> list[str]:
     lines = ["| extraction | chunks | LLM calls | prompt tokens | calls / 1k source tok. | "
              "prompt tok. / 1k source tok. | ÷ LightRAG (same chunks) |",
@@ -340,10 +360,17 @@ def _vector_storage_section() -> list[str]:
 def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
     """The whole markdown report; plots are written to ``img_dir`` and linked relatively."""
     modes = results["modes"]
+    sentgraph_runs = any(
+        "sentence_graph" in data.get("systems", {})
+        for data in (results.get("quality") or {}).values()
+    )
     out = ["# Benchmarks", "", *_runs(results), "",
            "Scoring follows `shared/data/README.md` exactly (see *Method* at the end). "
            "Index modes run the offline default: MiniLM embeddings, the LLM-free grounded graph, "
-           "ChronoRAG's layer builder, no LLM, each retriever with its own default settings except "
+           "ChronoRAG's layer builder"
+           + (" and, in the tables with a `sentence_graph` row, SentGraph's builder "
+              "(`SentenceGraphBuilder`, LLM-free)" if sentgraph_runs else "")
+           + ", no LLM, each retriever with its own default settings except "
            "the budget: quality runs pass the dataset's budget as `budget_words`, so every mode "
            "fills it itself (no sentence twice, the last passage cut at a sentence end); the "
            "`narrative` mode uses the weights shipped in "
@@ -359,7 +386,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
             out += [f"### {name} ({data['split']}, budget {data['budget_words']} words, "
                     f"baseline windows {data['window_words']} words)", "",
                     _stamp(results, f" · split {data['split']} · budget {data['budget_words']} "
-                                    "words", "quality"), "",
+                                    "words", data.get("run", "quality")), "",
                     f"{data['sources']} sources, {data['questions']} questions, index builds "
                     f"{data['index_build_seconds_total']:.0f} s in total.", ""]
             out += _quality_table(data, bool(data.get("multihop")))
@@ -369,13 +396,15 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
             out.append("")
     speed = results.get("speed")
     if speed:
+        sentgraph = any("sentence_graph" in r.get("latency", {}) for r in speed["rows"])
         out += ["## Speed and memory", "", _stamp(results, part="quality"), "",
                 "Measured on the LiteraryQA books of the quality run: each book is built once, "
                 "in a fresh process (clean peak RSS; the embedding model is loaded before the "
                 "build starts), and that process also answers the book's questions. *embed* is "
                 "wall time inside the embedding model (a timing wrapper); *extract+graph* is the "
                 "rest of `from_documents` (spaCy parsing, grounded extraction, story edges, "
-                "ChronoRAG layers, vector-store writes); *persist* is "
+                "ChronoRAG layers, " + ("SentGraph's sentence graph, " if sentgraph else "") +
+                "vector-store writes); *persist* is "
                 "`storage_context.persist` to a local folder (disk = its size). Latency is per "
                 "question over all the book's questions, after one warm-up query per mode.", ""]
         out += _speed_table(speed["rows"], modes) + [""]
@@ -405,6 +434,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
                 "examples, text mode, default gleaning = 1) for the same chunks. LightRAG's "
                 "gleaning call also replays the first answer, which no model produced here, so "
                 "its count is a lower bound.", ""]
+        out += _sentgraph_cost_note(cost["rows"])
         out += _llm_table(cost) + [""]
     imports = results.get("import_cost")
     if imports:

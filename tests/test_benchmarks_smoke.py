@@ -245,6 +245,48 @@ def test_a_partial_rerun_keeps_the_other_parts_with_their_own_stamp(tmp_path):
     assert "| scaling | `old` |" in header and "| llm_cost | `new` |" in header
 
 
+def test_a_quality_rerun_of_some_datasets_keeps_the_others_with_their_own_stamp():
+    from benchmarks import report
+    from benchmarks.__main__ import merge_results, quality_run_key
+
+    def machine(date: str, commit: str) -> dict:
+        return {"nproc": 2, "ram_gib": 24.0, "cpu": "cpu", "date_utc": date, "git_commit": commit}
+
+    old_run = {"machine": machine("2026-01-01 10:00 UTC", "aaa111"), "command": "old",
+               "wall_seconds": 60.0}
+    previous = {"profile": "full", "machine": old_run["machine"], "runs": {"quality": old_run},
+                "quality": {"literaryqa": {"old": True}, "hotpotqa": {"old": True}},
+                "speed": {"rows": ["book"]}}
+    key = quality_run_key(["hotpotqa", "2wiki"])
+    assert key == "quality (hotpotqa, 2wiki)" and quality_run_key(
+        ["musique", "2wiki", "hotpotqa", "fairytaleqa", "literaryqa"]) == "quality"
+    new_run = {"machine": machine("2026-02-02 11:00 UTC", "bbb222"), "command": "new",
+               "wall_seconds": 120.0}
+    new = {"profile": "full", "machine": new_run["machine"], "embed_model": "hash",
+           "modes": [], "multihop_budget": 100, "runs": {key: new_run},
+           "quality": {"hotpotqa": {"run": key}, "2wiki": {"run": key}}}
+    merged = merge_results(previous, new, ["quality"])
+    assert list(merged["quality"]) == ["literaryqa", "hotpotqa", "2wiki"]
+    assert merged["quality"]["literaryqa"] == {"old": True}
+    assert merged["quality"]["hotpotqa"] == {"run": key}
+    assert merged["speed"] == {"rows": ["book"]}
+    assert set(merged["runs"]) == {"quality", key}
+    assert "`aaa111`" in report._stamp(merged, part="quality")
+    assert "`bbb222`" in report._stamp(merged, part=key)
+    # a later run of every dataset retires the partial run's entry
+    everything = {**new, "runs": {"quality": new_run},
+                  "quality": {"literaryqa": {}, "hotpotqa": {}, "2wiki": {}},
+                  "speed": {"rows": []}}
+    assert set(merge_results(merged, everything, ["quality"])["runs"]) == {"quality"}
+
+
+def test_sentence_graph_is_a_benchmarked_mode_with_its_builder_in_the_offline_build():
+    from benchmarks.systems import MODES, doc_builders
+
+    assert "sentence_graph" in MODES
+    assert "SentenceGraphBuilder" in {type(b).__name__ for b in doc_builders()}
+
+
 def test_books_must_be_positive(tmp_path, capsys):
     from benchmarks.__main__ import main
 

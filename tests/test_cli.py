@@ -142,6 +142,7 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("e2rag: error: argument --mode: invalid choice: 'magic'")
+    assert "'sentence_graph'" in err  # the valid modes are listed
     assert err.count("\n") == 1
 
 
@@ -213,6 +214,123 @@ def test_chrono_store_counts_layers_apart_prints_positions_and_keeps_building(
     graph = load_store(store).graph_store
     assert [c for c in graph.nodes(NodeKind.CHUNK, mountain) if c.attrs.get("layer") == 0]
     assert graph.nodes(NodeKind.FACT, mountain)
+
+
+# -- SentGraph: index --sentence-graph, query --mode sentence_graph (issue 14) -----------------
+SONG = (
+    "The Silver Harp is a song by the band Lanternfield. It was released in 1998 on a small "
+    "label. Critics praised its quiet melody because it was sung in a whisper. But the radio "
+    "stations ignored it."
+)
+BAND = (
+    "Lanternfield is a folk band from Galway. Tomas Reyes plays drums in Lanternfield. After "
+    "the first tour, he wrote most of their songs. So the band moved to Dublin."
+)
+WEATHER = (
+    "Galway gets rain on most days of the year. Storms roll in from the Atlantic. Then the "
+    "harbour closes for a week."
+)
+DRUMMER = "Tomas Reyes plays drums in Lanternfield."
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Nothing configured (no LLM, no API key: the MiniLM embedding); a folder of three files,
+    the song and its band sharing the entity Lanternfield."""
+    monkeypatch.setattr(Settings, "_llm", None)
+    monkeypatch.setattr(Settings, "_embed_model", None)
+    folder = tmp_path / "wiki"
+    folder.mkdir()
+    for name, text in (("song.txt", SONG), ("band.txt", BAND), ("weather.txt", WEATHER)):
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_sentence_graph_index_show_and_query_print_positions_and_relation_paths(
+    offline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    assert main(["index", str(offline), "--store", str(store), "--sentence-graph", "--quiet"]) == 0
+    indexed = capsys.readouterr().out
+    assert "3 topic" in indexed and "sentence (sentence graph core)" in indexed
+
+    assert main(["show", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    nodes = dict(
+        item.rsplit("=", 1) for item in out.split("\nnodes: ")[1].split("\n")[0].split(", ")
+    )
+    sentgraph = int(nodes["sentence (sentence graph core)"]) + int(
+        nodes["sentence (sentence graph supplementary)"]
+    )
+    assert nodes["topic"] == "3" and sentgraph == 11  # one node per sentence of the three files
+    assert nodes["sentence"] == "11"  # the grounded extraction's own sentences, counted apart
+    assert "rst=" in out and "bridge=" in out
+
+    question = "Who is the drummer of the band behind The Silver Harp?"
+    argv = ["query", question, "--store", str(store), "--mode", "sentence_graph", "--quiet"]
+    assert main([*argv, "--explain"]) == 0
+    lines = capsys.readouterr().out.split("\nEvidence:\n")[1].strip().splitlines()
+    results = [line for line in lines if line.startswith("[")]
+    assert results and len(lines) == 3 * len(results)  # each: result, path, explanation
+    for result, path, why in zip(lines[::3], lines[1::3], lines[2::3]):
+        assert re.match(r"\[\d+\] \S+ \(document \d, character \d+; score ", result)
+        assert re.match(r"    path: (anchor|match) \[", path)
+        assert why.startswith("    sentence graph: ")
+    (drummer,) = [i for i, line in enumerate(lines) if line.endswith(DRUMMER)]
+    band = str((offline / "band.txt").resolve())
+    assert lines[drummer].startswith(f"[{drummer // 3 + 1}] {band} (document 0, character "
+                                     f"{BAND.index(DRUMMER)}; ")
+    # the song's sentence is the anchor; the drummer's is reached across the shared band
+    assert "-> bridge:shared_entity(mentions Lanternfield) -> [" in lines[drummer + 1]
+    assert "hop 1 along a bridge edge" in lines[drummer + 2]
+
+    assert main([*argv, "--budget-words", "10"]) == 0  # budget-aware too
+    evidence = capsys.readouterr().out.split("\nEvidence:\n")[1].strip().splitlines()
+    assert 1 <= len([line for line in evidence if line.startswith("[")]) <= 2
+
+
+def test_sentence_graph_added_to_a_store_keeps_its_builders(
+    offline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llama_index_e2rag.cli import load_store
+    from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
+    from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
+    from llama_index_e2rag.schema import NodeKind
+
+    store = tmp_path / "store"
+    song, band = offline / "song.txt", offline / "band.txt"
+    assert main(["index", str(song), "--store", str(store), "--chrono", "--quiet"]) == 0
+    capsys.readouterr()
+    query = ["query", "Who plays drums?", "--store", str(store), "--mode", "sentence_graph",
+             "--quiet"]
+    assert main(query) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"e2rag: error: {store} has no sentence graph; ")
+    assert err.count("\n") == 1 and "--sentence-graph" in err
+
+    assert main(["index", str(band), "--store", str(store), "--sentence-graph", "--quiet"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == ("note: the sentence graph covers the documents of this run and later "
+                       "ones; index the 1 earlier document(s) again to add them to it")
+    index = load_store(store)
+    assert sorted(type(b).__name__ for b in index.doc_builders) == [
+        ChronoLayerBuilder.__name__, SentenceGraphBuilder.__name__
+    ]
+    graph = index.graph_store
+    band_id, song_id = str(band.resolve()), str(song.resolve())
+    assert [c for c in graph.nodes(NodeKind.CHUNK, band_id) if c.attrs.get("layer") == 0]
+    assert graph.nodes(NodeKind.TOPIC, band_id) and not graph.nodes(NodeKind.TOPIC, song_id)
+    assert main(["show", "--store", str(store)]) == 0
+    assert "document builders: ChronoLayerBuilder, " in capsys.readouterr().out
+
+    # the song indexed again, without flags: both layers now, and no note
+    assert main(["index", str(song), "--store", str(store), "--quiet"]) == 0
+    assert "note:" not in capsys.readouterr().out
+    graph = load_store(store).graph_store
+    assert graph.nodes(NodeKind.TOPIC, song_id)
+    assert [c for c in graph.nodes(NodeKind.CHUNK, song_id) if c.attrs.get("layer") == 0]
+    assert main(query) == 0
+    assert DRUMMER in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("mode", ["entity_event", "vector", "grounded"])

@@ -5,21 +5,31 @@ supplementary split, ``child`` edges (role "core") from a topic to its core sent
 ``rst`` edges between sentences. Per batch (``alink``): ``bridge`` edges between the topics of
 different documents, against the committed graph too, each owned by a batch document.
 
-Relations come from the LLM-free rules of ``discourse`` (``relations="parser"``); bridges from
-entity names in the text (``bridges="entities"``).
+With an LLM (``relations="llm"``, or ``"auto"`` when a runner resolves) each segment's
+relations come from the paper's N-N and N-S prompts (``llm_relations``) through the index's
+``LLMRunner`` (cache, retries, accounting); a segment whose calls fail keeps the LLM-free rules
+of ``discourse`` and is reported. Bridges come from entity names in the text, plus, with an
+LLM, the triples of the paper's bridging prompt (``bridges_llm``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional, Sequence
 
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
+
+from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.sentence_graph.bridges import (
+    TopicText,
     co_entity_bridges,
     group_by_owner,
     shared_entity_bridges,
     topic_texts,
 )
+from llama_index_e2rag.extract.sentence_graph.bridges_llm import llm_bridges
 from llama_index_e2rag.extract.sentence_graph.discourse import (
     OpeningCue,
     attach,
@@ -27,6 +37,10 @@ from llama_index_e2rag.extract.sentence_graph.discourse import (
     opening_cue,
     parser_relations,
     split_core,
+)
+from llama_index_e2rag.extract.sentence_graph.llm_relations import (
+    SegmentRelations,
+    llm_segment_relations,
 )
 from llama_index_e2rag.extract.sentence_graph.segments import (
     Segment,
@@ -45,33 +59,43 @@ if TYPE_CHECKING:
     from llama_index.core.schema import BaseNode
 
     from llama_index_e2rag.builders import BuildFailure
+    from llama_index_e2rag.llm import LLMRunner
 
-RelationSetting = Literal["auto", "parser"]
-BridgeSetting = Literal["auto", "entities", "none"]
-_RELATIONS = ("auto", "parser")
-_BRIDGES = ("auto", "entities", "none")
+logger = logging.getLogger(__name__)
+
+RelationSetting = Literal["auto", "llm", "parser"]
+BridgeSetting = Literal["auto", "llm", "entities", "none"]
+_RELATIONS = ("auto", "llm", "parser")
+_BRIDGES = ("auto", "llm", "entities", "none")
 
 
-class SentenceGraphBuilder:
+class SentenceGraphBuilder(PromptMixin):
     """Document builder writing SentGraph's sentence, topic, ``rst`` and ``bridge`` layers.
 
-    ``E2RAGIndex.from_documents(docs, doc_builders=[SentenceGraphBuilder()])``.
+    ``E2RAGIndex.from_documents(docs, doc_builders=[SentenceGraphBuilder()])``; the index hands
+    the builder its LLM runner (``use_llm_runner``).
 
-    ``relations``: ``"parser"`` types relations from sentence-opening connectives (spaCy only
-    for ambiguous openers); ``"auto"`` is the parser, the one relation source so far.
-    ``bridges``: ``"entities"`` bridges a topic to the topics its text names (``"auto"`` is the
-    same), ``"none"`` writes none. ``segment_sentences`` bounds a segment (one topic each);
-    ``core_ratio`` is the share of the uncued sentences kept as core; ``topic_keys`` are the
-    metadata keys naming a document's topic (else its most frequent named entity);
-    ``co_entity_bridges`` adds bridges between topics naming the same rare entity;
-    ``embed_context`` embeds each sentence as "topic: sentence" instead of the bare sentence.
-    All settings are stored with the index (``to_config``) and restored on load.
+    ``relations``: ``"llm"`` asks the paper's N-N and N-S prompts per segment (needs an LLM);
+    ``"parser"`` types relations from sentence-opening connectives (spaCy only for ambiguous
+    openers); ``"auto"`` is the LLM when one is given or configured, else the parser. A segment
+    whose LLM calls fail gets the parser's relations and shows in ``index.extraction_report()``.
+    ``bridges``: ``"entities"`` bridges a topic to the topics its text names; ``"llm"`` adds the
+    ``related`` bridges of the paper's bridging prompt (needs an LLM); ``"auto"`` is ``"llm"``
+    when an LLM resolves, else ``"entities"``; ``"none"`` writes none. ``segment_sentences``
+    bounds a segment (one topic each); ``core_ratio`` is the share of the uncued sentences kept
+    as core by the parser; ``topic_keys`` are the metadata keys naming a document's topic (else
+    its most frequent named entity); ``co_entity_bridges`` adds bridges between topics naming
+    the same rare entity; ``embed_context`` embeds each sentence as "topic: sentence" instead of
+    the bare sentence. The settings are stored with the index (``to_config``) and restored on
+    load; prompts (``nn_prompt``, ``ns_prompt``, ``bridge_prompt``) are not, so pass the builder
+    again when loading if you changed them.
     """
 
     config_name: ClassVar[str] = "sentence_graph"
 
     def __init__(
         self,
+        llm_runner: Optional["LLMRunner"] = None,
         *,
         relations: RelationSetting = "auto",
         bridges: BridgeSetting = "auto",
@@ -81,7 +105,16 @@ class SentenceGraphBuilder:
         co_entity_bridges: bool = False,
         max_bridges_per_topic: int = 10,
         embed_context: bool = False,
+        nn_prompt: Optional[BasePromptTemplate] = None,
+        ns_prompt: Optional[BasePromptTemplate] = None,
+        bridge_prompt: Optional[BasePromptTemplate] = None,
     ) -> None:
+        from llama_index_e2rag.extract.sentence_graph.prompts import (
+            BRIDGE_PROMPT,
+            NN_PROMPT,
+            NS_PROMPT,
+        )
+
         if relations not in _RELATIONS:
             raise ValueError(f"relations must be one of {_RELATIONS}, got {relations!r}")
         if bridges not in _BRIDGES:
@@ -94,6 +127,7 @@ class SentenceGraphBuilder:
             raise ValueError(
                 f"max_bridges_per_topic must be at least 1, got {max_bridges_per_topic}"
             )
+        self.llm_runner = llm_runner
         self.relations = relations
         self.bridges = bridges
         self.segment_sentences = segment_sentences
@@ -102,6 +136,11 @@ class SentenceGraphBuilder:
         self.co_entity_bridges = co_entity_bridges
         self.max_bridges_per_topic = max_bridges_per_topic
         self.embed_context = embed_context
+        self.nn_prompt = nn_prompt or NN_PROMPT
+        self.ns_prompt = ns_prompt or NS_PROMPT
+        self.bridge_prompt = bridge_prompt or BRIDGE_PROMPT
+        self._explicit_runner = llm_runner is not None
+        self._runner_resolved = llm_runner is not None
 
     def to_config(self) -> dict[str, Any]:
         """The JSON settings the index stores to rebuild this builder on load."""
@@ -120,6 +159,54 @@ class SentenceGraphBuilder:
     def from_config(cls, params: dict[str, Any]) -> "SentenceGraphBuilder":
         return cls(**params)
 
+    def use_llm_runner(self, runner: Optional["LLMRunner"]) -> None:
+        """Adopt the index's runner (cache, stats, retries) unless one was given explicitly.
+
+        Without this, ``"auto"`` resolves an LLM on its own (``Settings.llm``,
+        ``OPENAI_API_KEY``) and would not see an LLM passed only to the index.
+        """
+        if not self._explicit_runner:
+            self.llm_runner = runner
+            self._runner_resolved = True
+
+    def _resolve_runner(self, setting: str, option: str, offline: str) -> Optional["LLMRunner"]:
+        """The runner for an ``option`` set to ``setting``, None for its LLM-free path
+        (``offline``, named in the error when ``"llm"`` finds no model)."""
+        if setting not in ("auto", "llm"):
+            return None
+        if not self._runner_resolved:
+            from llama_index_e2rag.llm import LLMRunner, resolve_llm
+
+            llm = resolve_llm()
+            self.llm_runner = LLMRunner(llm) if llm is not None else None
+            self._runner_resolved = True
+        if self.llm_runner is None and setting == "llm":
+            raise MissingModelError(
+                f"SentenceGraphBuilder({option}='llm') needs an LLM: pass llm= to the index or "
+                "llm_runner=LLMRunner(llm), set Settings.llm or OPENAI_API_KEY, or use "
+                f"{option}='{offline}' for the LLM-free path"
+            )
+        return self.llm_runner
+
+    # -- prompts --------------------------------------------------------------------------------
+    def _get_prompts(self) -> PromptDictType:
+        return {
+            "nn_prompt": self.nn_prompt,
+            "ns_prompt": self.ns_prompt,
+            "bridge_prompt": self.bridge_prompt,
+        }
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        if "nn_prompt" in prompts_dict:
+            self.nn_prompt = prompts_dict["nn_prompt"]
+        if "ns_prompt" in prompts_dict:
+            self.ns_prompt = prompts_dict["ns_prompt"]
+        if "bridge_prompt" in prompts_dict:
+            self.bridge_prompt = prompts_dict["bridge_prompt"]
+
     # -- DocumentBuilder ------------------------------------------------------------------------
     async def abuild(
         self,
@@ -128,10 +215,11 @@ class SentenceGraphBuilder:
         chunks: Sequence["BaseNode"],
         graph: GraphStore,
     ) -> tuple[list[GraphNode], list[GraphEdge], list["BuildFailure"]]:
-        """Sentences, topics, ``child``/core and ``rst`` edges of one document.
+        """Sentences, topics, ``child``/core and ``rst`` edges of one document, and the
+        segments whose LLM calls failed (``{"doc_id", "chunk_id", "reason"}``).
 
         spaCy work (NER when no mentions are staged, ambiguous openers) runs in a worker thread
-        so the event loop stays responsive.
+        so the event loop stays responsive; the LLM calls of all segments run concurrently.
         """
         from llama_index.core.schema import MetadataMode
 
@@ -143,12 +231,32 @@ class SentenceGraphBuilder:
         sentences = sentence_nodes(text, doc_id, doc_order, chunk_starts)
         if not sentences:
             return [], [], []
-        nodes, edges = await asyncio.to_thread(
-            self._build, text, dict(document.metadata), doc_id, doc_order, sentences, graph
+        runner = self._resolve_runner(self.relations, "relations", "parser")
+        segments, entities, cues = await asyncio.to_thread(
+            self._prepare, text, dict(document.metadata), doc_id, doc_order, sentences, graph
         )
-        return nodes, edges, []
+        answers: list[Optional[SegmentRelations] | BaseException] = [None] * len(segments)
+        if runner is not None:
+            answers = await asyncio.gather(
+                *(self._llm_layer(runner, seg, cues) for seg in segments),
+                return_exceptions=True,
+            )
+        nodes: list[GraphNode] = []
+        edges: list[GraphEdge] = []
+        failures: list[BuildFailure] = []
+        for seg, answer in zip(segments, answers):
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, Exception):
+                    raise answer  # cancellation and the like are not build failures
+                failures.append(_segment_failure(seg, answer))
+                answer = None
+            if answer is None:
+                answer = self._parser_relations(seg, entities, cues)
+            edges += self._emit(seg, answer)
+            nodes += [seg.topic, *seg.sentences]
+        return nodes, edges, failures
 
-    def _build(
+    def _prepare(
         self,
         text: str,
         metadata: dict[str, Any],
@@ -156,9 +264,9 @@ class SentenceGraphBuilder:
         order: int,
         sentences: list[GraphNode],
         graph: GraphStore,
-    ) -> tuple[list[GraphNode], list[GraphEdge]]:
-        """The synchronous part of ``abuild``: entities and cues per sentence, a topic per
-        segment, then each segment's relations."""
+    ) -> tuple[list[Segment], list[set[str]], list[Optional[OpeningCue]]]:
+        """The synchronous part of ``abuild``: entities and cues per sentence (document
+        order), and the segments with a topic each."""
         spacy = _SpacyOnDemand()
         entities = staged_mention_entities(graph, doc_id, sentences)
         source: TopicSource = "mention"
@@ -174,37 +282,57 @@ class SentenceGraphBuilder:
             entity, topic_source = topic_entity(metadata, group, found, self.topic_keys, source)
             topic = topic_node(doc_id, order, g, group, found, entity, topic_source)
             segments.append(Segment(g, group, topic))
-        nodes: list[GraphNode] = []
-        edges: list[GraphEdge] = []
-        for seg in segments:
-            first = seg.sentences[0].attrs["index"]
-            edges += self._parser_layer(seg, entities, cues[first : first + len(seg.sentences)])
-            nodes += [seg.topic, *seg.sentences]
-        return nodes, edges
+        return segments, entities, cues
 
-    def _parser_layer(
+    async def _llm_layer(
+        self, runner: "LLMRunner", seg: Segment, cues: list[Optional[OpeningCue]]
+    ) -> SegmentRelations:
+        """One segment's relations from the N-N and N-S prompts; satellites are attached
+        locally by the parser's rule, which the opening connectives still inform."""
+        texts = [node.text for node in seg.sentences]
+        first = seg.sentences[0].attrs["index"]
+        seg_cues = cues[first : first + len(texts)]
+        return await llm_segment_relations(
+            runner,
+            self.nn_prompt,
+            self.ns_prompt,
+            seg,
+            seg.topic.text,
+            lambda is_core: attach(texts, is_core, seg_cues),
+        )
+
+    def _parser_relations(
         self,
         seg: Segment,
         entities: list[set[str]],
         cues: list[Optional[OpeningCue]],
-    ) -> list[GraphEdge]:
-        """One segment's core split, attachments, ``child``/core and ``rst`` edges by the
-        LLM-free rules; fills the sentences' SentGraph attrs."""
-        group, topic = seg.sentences, seg.topic
+    ) -> SegmentRelations:
+        """One segment's core split, attachments and ``rst`` edges by the LLM-free rules."""
+        group = seg.sentences
         first = group[0].attrs["index"]
         texts = [node.text for node in group]
         found = entities[first : first + len(group)]
-        is_core = split_core(core_scores(texts, found), cues, self.core_ratio)
-        nucleus = attach(texts, is_core, cues)
+        seg_cues = cues[first : first + len(group)]
+        is_core = split_core(core_scores(texts, found), seg_cues, self.core_ratio)
+        nucleus = attach(texts, is_core, seg_cues)
+        return SegmentRelations(
+            is_core, nucleus, parser_relations(group, is_core, nucleus, seg_cues)
+        )
+
+    def _emit(self, seg: Segment, relations: SegmentRelations) -> list[GraphEdge]:
+        """Fill the sentences' SentGraph attrs; the ``child``/core and ``rst`` edges."""
+        group, topic = seg.sentences, seg.topic
         edges = []
         for i, node in enumerate(group):
-            role = "core" if is_core[i] else "supplementary"
-            node.attrs.update(sentgraph=role, segment=seg.index, topic_id=topic.id)
-            if i in nucleus:
-                node.attrs["nucleus_id"] = group[nucleus[i]].id
+            core = relations.is_core[i]
+            node.attrs.update(
+                sentgraph="core" if core else "supplementary", segment=seg.index, topic_id=topic.id
+            )
+            if i in relations.nucleus:
+                node.attrs["nucleus_id"] = group[relations.nucleus[i]].id
             if self.embed_context:
                 node.attrs["embed_text"] = f"{topic.text}: {node.text}"
-            if is_core[i]:
+            if core:
                 edges.append(
                     GraphEdge(
                         source=topic.id,
@@ -214,13 +342,14 @@ class SentenceGraphBuilder:
                         role="core",
                     )
                 )
-        return edges + parser_relations(group, is_core, nucleus, cues)
+        return edges + relations.edges
 
     # -- cross-document links -------------------------------------------------------------------
     async def alink(
         self, staged: Sequence[tuple[str, GraphStore]], committed: GraphStore
     ) -> tuple[dict[str, list[GraphEdge]], list["BuildFailure"]]:
-        """Bridges from and to the batch's topics, grouped by the batch document owning each.
+        """Bridges from and to the batch's topics, grouped by the batch document owning each,
+        and the LLM bridging calls that failed (each naming its batch ``doc_id``).
 
         ``staged`` is the batch in order as ``(doc_id, staging graph)``; ``committed`` is the
         graph as committed, whose versions of the batch's documents are ignored (they are being
@@ -228,13 +357,51 @@ class SentenceGraphBuilder:
         """
         if self.bridges == "none":
             return {}, []
+        runner = self._resolve_runner(self.bridges, "bridges", "entities")
         batch_order = {doc_id: i for i, (doc_id, _) in enumerate(staged)}
         new = [t for doc_id, graph in staged for t in topic_texts(graph) if t.doc_id == doc_id]
         existing = topic_texts(committed, exclude=frozenset(batch_order))
         edges = shared_entity_bridges(new, existing, batch_order, self.max_bridges_per_topic)
         if self.co_entity_bridges:
             edges += co_entity_bridges(new, existing, batch_order, self.max_bridges_per_topic)
-        return group_by_owner(edges), []
+        failures: list[BuildFailure] = []
+        if runner is not None and new:
+            related, failures = await llm_bridges(
+                runner,
+                self.bridge_prompt,
+                [t.topic for t in new],
+                _neighbours_first(existing, edges),
+                batch_order,
+            )
+            edges += related
+        return group_by_owner(edges), failures
+
+
+def _neighbours_first(existing: Sequence[TopicText], edges: Sequence[GraphEdge]) -> list[GraphNode]:
+    """The committed topics for the LLM's entity lists, those already bridged to the batch
+    first: a call holds only so many names, and those are the likeliest relations."""
+    bridged = {end for edge in edges for end in (edge.source, edge.target)}
+    topics = [t.topic for t in existing]
+    return sorted(topics, key=lambda topic: topic.id not in bridged)
+
+
+def _segment_failure(seg: Segment, error: Exception) -> "BuildFailure":
+    """A segment whose LLM calls failed: it keeps the parser's relations and is reported."""
+    reason = f"{type(error).__name__}: {error}"
+    first, last = seg.sentences[0], seg.sentences[-1]
+    doc_id = first.doc_id
+    logger.warning(
+        "sentence graph: segment %d of %s fell back to the parser relations (%s)",
+        seg.index,
+        doc_id,
+        reason,
+    )
+    return {
+        "doc_id": doc_id,
+        "chunk_id": first.chunk_id or "",
+        "reason": f"sentence graph: segment {seg.index} (characters {first.span[0]}-"
+        f"{last.span[1]}) got the parser relations, its LLM calls failed: {reason}",
+    }
 
 
 class _SpacyOnDemand:
