@@ -294,15 +294,28 @@ class SentenceGraphRetriever(StoresRetriever):
     def _candidates(
         self, view: SentenceGraphView, query: str, q_vec: Sequence[float]
     ) -> tuple[np.ndarray, list[Candidate]]:
+        """Query cosines and the fusion-ranked candidates: the first ``anchor_k`` are the anchor
+        candidates; under a word budget with ``fill`` the list goes on (in fusion order) until it
+        holds twice the budget, so the fill can use the whole budget, as every mode does."""
         cosines = view.cosines(q_vec)
-        return cosines, anchor_candidates(
-            view, cosines, query, self.anchor_k, self.anchor_retriever
-        )
+        if not (self.fill and self.budget_words):
+            return cosines, anchor_candidates(
+                view, cosines, query, self.anchor_k, self.anchor_retriever
+            )
+        ranked = anchor_candidates(view, cosines, query, len(view), self.anchor_retriever)
+        words, cut = 0, len(ranked)
+        for i, candidate in enumerate(ranked):
+            words += len(view.texts[candidate.idx].split())
+            if i + 1 >= self.anchor_k and words >= 2 * self.budget_words:
+                cut = i + 1
+                break
+        return cosines, ranked[:cut]
 
     def _offline_refine(
         self, view: SentenceGraphView, query: str, candidates: list[Candidate]
     ) -> tuple[Refinement, str]:
         """The LLM-free refinement and its name ("rule" or "none")."""
+        candidates = candidates[: self.anchor_k]
         if self.refine == "none":
             top = tuple(range(min(self.max_anchors, len(candidates))))
             return Refinement(top, "expand"), "none"
@@ -311,7 +324,9 @@ class SentenceGraphRetriever(StoresRetriever):
     async def _refine(
         self, view: SentenceGraphView, query: str, candidates: list[Candidate]
     ) -> tuple[Refinement, str]:
-        """The refinement and how it was made ("llm", or the offline one's name)."""
+        """The refinement and how it was made ("llm", or the offline one's name); it sees the
+        first ``anchor_k`` candidates, the anchor candidates."""
+        candidates = candidates[: self.anchor_k]
         if self._refiner is not None and candidates:
             listed = [(view.topic_names.get(view.topic_of[c.idx], ""), view.texts[c.idx])
                       for c in candidates]
@@ -346,7 +361,7 @@ class SentenceGraphRetriever(StoresRetriever):
             beam=self.beam,
             max_expansions=self.max_expansions,
             bridge_direction=self.bridge_direction,
-            rst_gate=unused_gate(candidates, anchors),
+            rst_gate=unused_gate(candidates[: self.anchor_k], anchors),
         )
         ranked = rank(paths, candidates, self.fill)
         label = f"{how}:{refinement.action}"

@@ -27,12 +27,13 @@ QUESTIONS = (
 def index() -> E2RAGIndex:
     from llama_index_e2rag.embeddings import MiniLMEmbedding
     from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
+    from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
 
     return E2RAGIndex.from_documents(
         [Document(text=TEXT, id_="greymoor")],
         embed_model=MiniLMEmbedding(),
         llm=None,
-        doc_builders=[ChronoLayerBuilder()],
+        doc_builders=[ChronoLayerBuilder(), SentenceGraphBuilder()],
     )
 
 
@@ -66,9 +67,11 @@ def test_anchoring_lifts_chunks_after_the_anchor_and_faithful_mode_does_not(inde
         assert lifted >= -1e-6
 
 
-def test_entity_event_fills_a_budget_without_repeats(index) -> None:
-    for budget in (120, 400):
-        nodes = index.as_retriever(mode="entity_event", budget_words=budget).retrieve(QUESTIONS[0])
+@pytest.mark.parametrize("mode", ["entity_event", "sentence_graph"])
+def test_a_budget_is_filled_without_repeats(index, mode: str) -> None:
+    """Up to a budget well past what the 20 anchor candidates of sentence_graph hold."""
+    for budget in (120, 400, 1000):
+        nodes = index.as_retriever(mode=mode, budget_words=budget).retrieve(QUESTIONS[0])
         words = sum(len(n.node.get_content().split()) for n in nodes)
         assert budget - 60 <= words <= budget
         spans = sorted(_span(n) for n in nodes)
