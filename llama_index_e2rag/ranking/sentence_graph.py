@@ -194,7 +194,9 @@ def expand(
     per query, so a second anchor of the same topic does not pull the bridged topic's weaker
     sentences) or an ``rst`` edge whose neighbour reaches ``rst_gate``. It stops at ``max_len``
     sentences, when nothing qualifies, or when ``max_expansions`` sentences were added over all
-    paths. The result lists each anchor's one-sentence path followed by its extensions.
+    paths. A bridge never leads back to a topic already on the path (A -> B -> A would re-enter
+    the anchor's own text as a "hop", past the ``rst`` gate). The result lists each anchor's
+    one-sentence path followed by its extensions.
     """
     used = set(anchors)
     crossed: set[tuple[str, str]] = set()
@@ -207,7 +209,10 @@ def expand(
             paths.append(path)
             if len(path.nodes) >= max_len or added >= max_expansions:
                 continue
-            steps = _next_steps(view, path.last, cosines, bridge_direction, rst_gate, used, crossed)
+            on_path = {view.topic_of[i] for i in path.nodes}
+            steps = _next_steps(
+                view, path.last, cosines, bridge_direction, rst_gate, used, crossed, on_path
+            )
             for idx, step, bridge in steps[:beam]:
                 if added >= max_expansions:
                     break
@@ -227,9 +232,10 @@ def _next_steps(
     rst_gate: float,
     used: set[int],
     crossed: set[tuple[str, str]],
+    on_path: set[str],
 ) -> list[tuple[int, str, Optional[tuple[str, str]]]]:
     """Unused sentences one step from ``idx`` with their step label and bridge (``None`` for an
-    ``rst`` step), best query cosine first."""
+    ``rst`` step), best query cosine first; bridges into a topic of ``on_path`` are skipped."""
     found: dict[int, tuple[str, Optional[tuple[str, str]]]] = {}
     topic = view.topic_of[idx]
     bridges = list(view.bridges_out.get(topic, ()))
@@ -238,7 +244,7 @@ def _next_steps(
     for bridge in bridges:
         key = (topic, bridge.topic)
         fresh = [i for i in view.members.get(bridge.topic, ()) if i not in used]
-        if fresh and key not in crossed:
+        if fresh and key not in crossed and bridge.topic not in on_path:
             best = max(fresh, key=lambda i: cosines[i])  # ties: the first, i.e. a core
             found.setdefault(best, (f"bridge:{bridge.role}({bridge.description})", key))
     for neighbour, type_, _cls in view.rst[idx]:

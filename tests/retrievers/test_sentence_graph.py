@@ -194,6 +194,29 @@ def test_bridges_are_directed_unless_both_directions_are_asked(index) -> None:
     assert "bridge" in expansions("both")
 
 
+def test_a_bridge_never_leads_back_to_a_topic_on_the_path() -> None:
+    """Song and band name each other: from the song's anchor, the path may cross to the band but
+    not bridge back into the song (its other sentences are reachable only past the rst gate)."""
+    index = E2RAGIndex(nodes=[], embed_model=HashEmbedding(), llm=None)
+    write_graph(
+        index.stores,
+        [SONG, BAND, WEATHER],
+        [(SONG, BAND, "Lanternfield"), (BAND, SONG, "The Silver Harp")],
+    )
+    for direction in ("out", "both"):
+        retriever = SentenceGraphRetriever(
+            index.stores, HashEmbedding(), max_anchors=1, fill=False, refine="none",
+            max_path_length=3, bridge_direction=direction,
+        )
+        nodes = ask(retriever)
+        assert ids(nodes)[0] == ANCHOR and DRUMMER in ids(nodes)
+        back = [
+            n for n in nodes
+            if n.node.metadata["via"] == "bridge" and n.node.metadata["topic_id"] == topic_id(SONG)
+        ]
+        assert back == [], direction
+
+
 def test_anchors_fuse_bm25_with_the_dense_cosine(index) -> None:
     stores = index.stores
     # "Atlantic" is a word of one sentence only; the query vector points at the song
