@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from llama_index_e2rag.schema import normalize_text
+
 #: Titles written with a stop before a name ("Mr. McGregor"): never the end of a sentence.
 TITLE_ABBREVIATIONS = frozenset(
     "mr mrs ms dr st jr sr prof capt col gen lt sgt rev hon mme mlle messrs esq".split()
@@ -134,3 +136,17 @@ def passage_spans(text: str, target_words: int, max_words: int | None = None) ->
             close()
     close()
     return passages
+
+
+_STOP_WORDS = frozenset(
+    """a an the and or but if then so of to in on at by for with from as is are was were be been
+    being it its he she they them his her their him we us our you your i me my this that these
+    those there here which who whom whose what when where while not no yes do does did have has
+    had will would can could shall should may might must also than too very just into onto over
+    under after before since because about up down out off again once""".split()
+)
+
+
+def content_words(text: str) -> set[str]:
+    """Normalised words that carry content (no stop words, no one- or two-letter words)."""
+    return {w for w in normalize_text(text).split() if len(w) > 2 and w not in _STOP_WORDS}

@@ -22,7 +22,7 @@ from typing import Literal, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.extract.sentence_graph.discourse import content_words
+from llama_index_e2rag.text import content_words
 from llama_index_e2rag.lexical import LexicalIndex
 
 AnchorRetriever = Literal["hybrid", "dense", "bm25"]
@@ -80,10 +80,9 @@ class SentenceGraphView:
 
 @dataclass(frozen=True)
 class Candidate:
-    """An anchor candidate: its row, fusion score and query cosine (the reported score)."""
+    """An anchor candidate (in fusion order): its row and query cosine (the reported score)."""
 
     idx: int
-    fused: float
     cosine: float
 
 
@@ -114,7 +113,6 @@ class Ranked:
     idx: int
     score: float
     path: Path
-    anchor_no: int
     via: str
 
     @property
@@ -138,7 +136,7 @@ def anchor_candidates(
     if retriever in ("hybrid", "bm25"):
         fused += _rrf(view.lexical.scores(query), only_positive=True)
     order = sorted(range(len(view)), key=lambda i: (-fused[i], -cosines[i], i))
-    return [Candidate(i, float(fused[i]), float(cosines[i])) for i in order[:k] if fused[i] > 0]
+    return [Candidate(i, float(cosines[i])) for i in order[:k] if fused[i] > 0]
 
 
 def _rrf(scores: np.ndarray, only_positive: bool = False) -> np.ndarray:
@@ -270,22 +268,19 @@ def rank(paths: Sequence[Path], candidates: Sequence[Candidate], fill: bool) -> 
     cosine = {c.idx: c.cosine for c in candidates}
     out: list[Ranked] = []
     seen: set[int] = set()
-    anchor_no = -1
     for path in paths:
-        if len(path.nodes) == 1:
-            anchor_no += 1
         if path.last in seen:
             continue
         seen.add(path.last)
         hop = len(path.nodes) - 1
         score = cosine.get(path.nodes[0], 0.0) * HOP_DECAY**hop
         via = "anchor" if hop == 0 else path.steps[-1].split(":", 1)[0]
-        out.append(Ranked(path.last, score, path, anchor_no, via))
+        out.append(Ranked(path.last, score, path, via))
     if fill:
         for c in candidates:
             if c.idx not in seen:
                 seen.add(c.idx)
-                out.append(Ranked(c.idx, c.cosine, Path([c.idx]), -1, "fill"))
+                out.append(Ranked(c.idx, c.cosine, Path([c.idx]), "fill"))
     return out
 
 

@@ -25,7 +25,8 @@ from llama_index_e2rag.extract.sentence_graph.relations import (
     RelationSource,
     rst_edge,
 )
-from llama_index_e2rag.schema import GraphEdge, GraphNode, normalize_text
+from llama_index_e2rag.schema import GraphEdge, GraphNode
+from llama_index_e2rag.text import content_words
 
 #: ``text -> spaCy Doc``; only called for sentences whose opener needs a parse.
 Parse = Callable[[str], Any]
@@ -52,13 +53,6 @@ _MONTHS = frozenset(
 _NUMBER = re.compile(r"\d")
 #: Attachment prefers the closer of two equally similar cores by this much per sentence.
 DISTANCE_PENALTY = 0.1
-_STOP = frozenset(
-    """a an the and or but if then so of to in on at by for with from as is are was were be been
-    being it its he she they them his her their him we us our you your i me my this that these
-    those there here which who whom whose what when where while not no yes do does did have has
-    had will would can could shall should may might must also than too very just into onto over
-    under after before since because about up down out off again once""".split()
-)
 
 
 def opening_cue(text: str, parse: Optional[Parse] = None) -> Optional[OpeningCue]:
@@ -115,11 +109,6 @@ def _sets_scene(head: str, lowered: str, parse: Optional[Parse]) -> bool:
         return False
     phrase = range(doc[0].left_edge.i, doc[0].right_edge.i + 1)
     return any(ent.label_ in _SCENE_ENTS and ent.start in phrase for ent in doc.ents)
-
-
-def content_words(text: str) -> set[str]:
-    """Normalised words that carry content (no stop words, no one- or two-letter words)."""
-    return {w for w in normalize_text(text).split() if len(w) > 2 and w not in _STOP}
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
