@@ -33,7 +33,6 @@ from llama_index.core.vector_stores.simple import SimpleVectorStore
 
 from llama_index_e2rag.checksums import E2RAG_DIR, Checksums, file_sum
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError, VectorStoreError
-from llama_index_e2rag.files import atomic_write_text
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.llama_files import make_atomic, write_checked
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore

@@ -78,16 +78,19 @@ def _record_documents(graph: Any, report: RepairReport) -> None:
 
     A document's edges to other documents go as links, written after the whole batch, so a
     link between two re-recorded documents survives; links other documents own into a
-    re-recorded one are removed with its old rows, and their owners re-sealed."""
+    re-recorded one are removed with its old rows (the report counts them), and their owners
+    re-sealed."""
     from llama_index_e2rag.graph.base import DocRows
     from llama_index_e2rag.ingest import embeddable
 
     records, orders = graph.doc_records(), graph.doc_orders()
     missing = [d for d in orders if d not in records]
     failures = graph.failures() if missing else []
-    docs = []
+    docs, lost, rerecorded = [], set(), set(missing)
     for doc_id in missing:
         nodes = graph.nodes(doc_id=doc_id)
+        lost.update((e.source, e.target, e.key) for n in nodes for e in graph.edges_of(n.id)
+                    if e.doc_id not in rerecorded)
         counts: dict[str, int] = {}
         for node in nodes:
             if embeddable(node):
@@ -102,6 +105,9 @@ def _record_documents(graph: Any, report: RepairReport) -> None:
     if docs:
         graph.commit_docs(docs)
         report.actions.append(f"recorded {len(docs)} document(s) saved before records existed")
+    if lost:
+        report.actions.append(f"dropped {len(lost)} link(s) other documents held into them "
+                              "(re-index those documents to restore them)")
 
 
 def _repair_vectors(graph: Any, folder: Path, embed_model: Any, show_progress: bool, report: RepairReport) -> None:

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from hash_embedding import HashEmbedding
 from llama_index.core import Document, StorageContext, load_index_from_storage
-from scripted_llm import ScriptedLLM
 
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.index import E2RAGIndex

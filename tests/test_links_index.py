@@ -233,6 +233,24 @@ def test_repair_records_old_documents_and_keeps_their_links(tmp_path: Path) -> N
     assert _bridges(loaded) == BOTH_WAYS
 
 
+def test_repair_counts_the_links_it_cannot_keep(tmp_path: Path) -> None:
+    """Only the linked-to document lacks its record: its old rows go with the links the
+    recorded owner held into it, and the report says how many."""
+    store = tmp_path / "store"
+    index = E2RAGIndex.from_documents(
+        [ADA, TOWN], embed_model=HashEmbedding(), doc_builders=[TopicBridges(earlier_owns=True)]
+    )
+    held = len(index.graph_store.edges(EdgeKind.BRIDGE))
+    index.storage_context.persist(str(store))
+    with sqlite3.connect(store / "e2rag" / "graph.sqlite") as db:
+        db.execute("DELETE FROM e2rag_meta WHERE key = 'doc:town'")
+    report = repair_store(store, embed_model=HashEmbedding())
+    assert any(f"dropped {held} link(s)" in a for a in report.actions), report.actions
+    assert report.after is not None and report.after.ok, report.after
+    loaded = load_index(store, embed_model=HashEmbedding(), doc_builders=[TopicBridges()])
+    assert _bridges(loaded) == set()
+
+
 def test_added_builders_join_the_restored_ones(tmp_path: Path) -> None:
     """``add_doc_builders`` (``e2rag index --sentence-graph`` on an existing store) keeps the
     builders restored on load, skips one whose ``config_name`` is there, and runs the rest."""

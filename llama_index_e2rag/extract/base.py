@@ -9,11 +9,12 @@ and writes the fragment to its graph store. A chunk whose extraction failed carr
 
 from __future__ import annotations
 
-from typing import Iterable
+import bisect
+from typing import Any, Callable, Iterable, Sequence
 
 from llama_index.core.schema import BaseNode
 
-from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, Position
+from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, Position, Span, make_id
 
 GRAPH_NODES_KEY = "e2rag_graph_nodes"
 GRAPH_EDGES_KEY = "e2rag_graph_edges"
@@ -52,6 +53,44 @@ def chunk_graph_node(node: BaseNode) -> GraphNode:
         span=(start, start + len(text)),
         chunk_id=node.node_id,
     )
+
+
+def span_nodes(
+    text: str,
+    spans: Sequence[Span],
+    *,
+    doc_id: str,
+    order: int,
+    chunks: Sequence[BaseNode],
+    kind: NodeKind,
+    id_kind: str,
+    attrs: Callable[[int], dict[str, Any]],
+) -> list[GraphNode]:
+    """One node per span of a document's text, in story order, each mapped to the extraction
+    chunk holding its start (a builder's own units: sentences, fixed-length chunks).
+
+    Ids depend on the span's number, offset and text only, so rebuilding a document gives the
+    same ids; ``attrs(i)`` gives the ``i``-th node's attributes.
+    """
+    extraction = sorted((chunk_offset(c), c.node_id) for c in chunks)
+    starts = [start for start, _ in extraction]
+    nodes = []
+    for i, (start, end) in enumerate(spans):
+        piece = text[start:end]
+        at = bisect.bisect_right(starts, start) - 1
+        nodes.append(
+            GraphNode(
+                id=make_id(doc_id, id_kind, (i, start), piece),
+                kind=kind,
+                text=piece,
+                doc_id=doc_id,
+                pos=(order, start, 0),
+                span=(start, end),
+                chunk_id=extraction[at][1] if at >= 0 else None,
+                attrs=attrs(i),
+            )
+        )
+    return nodes
 
 
 def attach_graph(node: BaseNode, nodes: Iterable[GraphNode], edges: Iterable[GraphEdge]) -> None:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from llama_index_e2rag.builders import BuildFailure
 from llama_index_e2rag.errors import MissingModelError
-from llama_index_e2rag.extract.base import chunk_doc_id, chunk_offset
+from llama_index_e2rag.extract.base import chunk_doc_id, span_nodes
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, Span, make_id
 
@@ -259,31 +259,18 @@ class ChronoLayerBuilder(PromptMixin):
         self, text: str, doc_id: str, doc_order: int, chunks: Sequence[BaseNode]
     ) -> list[GraphNode]:
         """Fixed-length chunks in story order, each mapped to the extraction chunk it starts in."""
-        extraction = sorted((chunk_offset(c), c.node_id) for c in chunks)
-        starts = [start for start, _ in extraction]
-        spans = fixed_length_spans(text, self.chunk_tokens, self.token_counter)
-        nodes = []
-        for i, (start, end) in enumerate(spans):
-            piece = text[start:end]
-            at = bisect.bisect_right(starts, start) - 1
-            nodes.append(
-                GraphNode(
-                    id=make_id(doc_id, LAYER0_ID_KIND, (i, start), piece),
-                    kind=NodeKind.CHUNK,
-                    text=piece,
-                    doc_id=doc_id,
-                    pos=(doc_order, start, 0),
-                    span=(start, end),
-                    chunk_id=extraction[at][1] if at >= 0 else None,
-                    attrs={
-                        "layer": 0,
-                        "chrono_index": i,
-                        "group": i // self.group_size,
-                        "embed": False,
-                    },
-                )
-            )
-        return nodes
+        return span_nodes(
+            text,
+            fixed_length_spans(text, self.chunk_tokens, self.token_counter),
+            doc_id=doc_id,
+            order=doc_order,
+            chunks=chunks,
+            kind=NodeKind.CHUNK,
+            id_kind=LAYER0_ID_KIND,
+            attrs=lambda i: {
+                "layer": 0, "chrono_index": i, "group": i // self.group_size, "embed": False,
+            },
+        )
 
     # -- layer 1 with an LLM --------------------------------------------------------------------
     async def _llm_facts(

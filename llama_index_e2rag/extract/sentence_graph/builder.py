@@ -223,12 +223,11 @@ class SentenceGraphBuilder(PromptMixin):
         """
         from llama_index.core.schema import MetadataMode
 
-        from llama_index_e2rag.extract.base import chunk_doc_id, chunk_offset
+        from llama_index_e2rag.extract.base import chunk_doc_id
 
         text = document.get_content(metadata_mode=MetadataMode.NONE)
         doc_id = chunk_doc_id(chunks[0]) if chunks else document.doc_id
-        chunk_starts = sorted((chunk_offset(c), c.node_id) for c in chunks)
-        sentences = sentence_nodes(text, doc_id, doc_order, chunk_starts)
+        sentences = sentence_nodes(text, doc_id, doc_order, chunks)
         if not sentences:
             return [], [], []
         runner = self._resolve_runner(self.relations, "relations", "parser")

@@ -12,11 +12,15 @@ import bisect
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Sequence
 
+from llama_index_e2rag.extract.base import span_nodes
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import GraphNode, NodeKind, Span, make_id, normalize_text
 from llama_index_e2rag.text import paragraph_spans, split_sentences
+
+if TYPE_CHECKING:
+    from llama_index.core.schema import BaseNode
 
 SENTENCE_ID_KIND = "sentgraph_sentence"
 TOPIC_ID_KIND = "sentgraph_topic"
@@ -48,31 +52,14 @@ class Segment:
 
 
 def sentence_nodes(
-    text: str, doc_id: str, order: int, chunk_starts: Sequence[tuple[int, str]]
+    text: str, doc_id: str, order: int, chunks: Sequence["BaseNode"] = ()
 ) -> list[GraphNode]:
-    """The document's sentences as nodes, each mapped to the extraction chunk holding its start.
-
-    ``chunk_starts`` is ``[(offset, chunk id)]`` sorted by offset. Ids depend on the sentence's
-    number, offset and text only, so rebuilding a document gives the same ids.
-    """
-    starts = [start for start, _ in chunk_starts]
-    nodes = []
-    for i, (start, end) in enumerate(split_sentences(text)):
-        piece = text[start:end]
-        at = bisect.bisect_right(starts, start) - 1
-        nodes.append(
-            GraphNode(
-                id=make_id(doc_id, SENTENCE_ID_KIND, (i, start), piece),
-                kind=NodeKind.SENTENCE,
-                text=piece,
-                doc_id=doc_id,
-                pos=(order, start, 0),
-                span=(start, end),
-                chunk_id=chunk_starts[at][1] if at >= 0 else None,
-                attrs={"index": i},
-            )
-        )
-    return nodes
+    """The document's sentences as nodes, each mapped to the extraction chunk holding its
+    start; rebuilding a document gives the same ids."""
+    return span_nodes(
+        text, split_sentences(text), doc_id=doc_id, order=order, chunks=chunks,
+        kind=NodeKind.SENTENCE, id_kind=SENTENCE_ID_KIND, attrs=lambda i: {"index": i},
+    )
 
 
 def segment(sentences: list[GraphNode], text: str, max_sentences: int) -> list[list[GraphNode]]:
