@@ -262,7 +262,7 @@ class SentenceGraphRetriever(StoresRetriever):
         from llama_index_e2rag.retrievers.sentence_graph_refine import llm_refine
 
         prompt = self._get_prompts()["refine_prompt"]
-        paths = [EvidencePath(topic, [text]) for topic, text in candidates]
+        paths = [EvidencePath(topic, text) for topic, text in candidates]
         answer = await llm_refine(self._llm_runner, prompt, question, paths)
         return Refinement(answer.keep, answer.action)
 

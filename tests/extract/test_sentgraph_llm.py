@@ -130,14 +130,11 @@ def test_sentence_lists_and_paths_are_numbered_from_one():
     assert listed == "\n[1] (core) A b.\n[2] (supplementary, attached to [1]) C d."
     paths = prompts.format_paths(
         [
-            prompts.EvidencePath("Lanternfield", ["The band formed."]),
-            prompts.EvidencePath("Ada", ["Ada plays.", "It formed."], ["bridge: mentions X"]),
+            prompts.EvidencePath("Lanternfield", "The band formed."),
+            prompts.EvidencePath("Ada", "Ada  plays\ndrums."),
         ]
     )
-    assert paths == (
-        "\n[1] (Lanternfield) The band formed."
-        "\n[2] (Ada) Ada plays. -> bridge: mentions X -> It formed."
-    )
+    assert paths == "\n[1] (Lanternfield) The band formed.\n[2] (Ada) Ada plays drums."
 
 
 # -- intra-document relations ---------------------------------------------------------------------
@@ -319,8 +316,8 @@ def test_bridge_calls_stay_within_batch_names_and_a_failed_call_is_reported():
 
 # -- refinement ---------------------------------------------------------------------------------
 PATHS = [
-    prompts.EvidencePath("Lanternfield", ["Lanternfield is a band."]),
-    prompts.EvidencePath("Ada Finch", ["Ada plays drums.", "The band toured."], ["rst: sequence"]),
+    prompts.EvidencePath("Lanternfield", "Lanternfield is a band."),
+    prompts.EvidencePath("Ada Finch", "Ada plays drums."),
 ]
 
 
@@ -334,7 +331,7 @@ def test_refine_decision_is_parsed_and_numbers_mapped_to_candidates():
     refinement = _refine(llm)
     assert (refinement.keep, refinement.action) == ((0, 1), "expand")
     assert "Question: Who drums?" in llm.prompts[0]
-    assert "[2] (Ada Finch) Ada plays drums. -> rst: sequence -> The band toured." in llm.prompts[0]
+    assert "[2] (Ada Finch) Ada plays drums." in llm.prompts[0]
     assert _refine(ScriptedLLM(refine_action="answer")).action == "answer"
 
 

@@ -185,23 +185,18 @@ def format_sentence_list(texts: Sequence[str], roles: Optional[Sequence[str]] = 
 
 @dataclass(frozen=True)
 class EvidencePath:
-    """A candidate evidence path as the refinement prompt shows it: its sentences from the
-    anchor on, the relation taken at each step, and the anchor's topic entity."""
+    """A candidate evidence path as the refinement prompt shows it. Refinement runs on the
+    anchors (§3.2), before any expansion, so a path is one anchor sentence and its topic."""
 
     topic: str
-    sentences: Sequence[str]
-    relations: Sequence[str] = ()
+    sentence: str
 
 
 def format_paths(paths: Sequence[EvidencePath]) -> str:
-    """``{indexed_paths}``: ``[i] (topic) sentence`` per path, numbered from 1, a longer path's
-    sentences joined by ``-> relation ->``."""
+    """``{indexed_paths}``: one ``[i] (topic) sentence`` line per path, numbered from 1."""
     lines = [""]  # the paths start on the line after their label
     for i, path in enumerate(paths):
-        text = " ".join(path.sentences[0].split()) if path.sentences else ""
-        for relation, sentence in zip(path.relations, path.sentences[1:]):
-            text += f" -> {relation} -> {' '.join(sentence.split())}"
-        lines.append(f"[{i + 1}] ({path.topic}) {text}")
+        lines.append(f"[{i + 1}] ({path.topic}) {' '.join(path.sentence.split())}")
     return "\n".join(lines)
 
 
