@@ -17,25 +17,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
 from llama_index_e2rag import cli_errors
-from llama_index_e2rag.errors import BadDocumentError, E2RAGError
+from llama_index_e2rag.cli_store import has_store, load_store, read_documents
+from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.modes import DEFAULT_MODE, HYDE_VARIANTS, RETRIEVER_MODES
 
 if TYPE_CHECKING:
-    from llama_index.core import Document
     from llama_index.core.base.base_query_engine import BaseQueryEngine
 
     from llama_index_e2rag.builders import DocumentBuilder
-    from llama_index_e2rag.graph.base import GraphStore
     from llama_index_e2rag.index import E2RAGIndex
-    from llama_index_e2rag.store_info import StoreSummary
 
-#: File types picked up when a folder is given to ``e2rag index``.
-TEXT_SUFFIXES = (".txt", ".md", ".text", ".markdown")
-#: How ``show`` and ``index`` name ChronoRAG's layer-0 chunks (kind ``chunk``, not extraction).
-CHRONO_CHUNK_LABEL = "chunk (chrono layer 0)"
-#: How ``show`` and ``index`` name SentGraph's sentences (kind ``sentence``, like the grounded
-#: extraction's), by role: core or supplementary.
-SENTGRAPH_LABEL = "sentence (sentence graph {role})"
 #: ``e2rag index`` flags adding a document builder: its ``config_name`` (the argparse dest) ->
 #: what it builds.
 BUILDER_FLAGS = {"chrono": "ChronoRAG's layers", "sentence_graph": "the sentence graph"}
@@ -299,7 +290,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
     builders = default_builders(flags)
     notes: list[str] = []
-    if _has_store(args.store):  # the flags add to the builders the store restores
+    if has_store(args.store):  # the flags add to the builders the store restores
         index = load_store(args.store, progress=not args.quiet, **options)
         present = {getattr(b, "config_name", None) for b in index.doc_builders}
         index.add_doc_builders(builders)
@@ -315,6 +306,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
     else:  # a new store (or what a save killed before it finished left): build it aside
         index = E2RAGIndex.from_documents(documents, doc_builders=builders, **options)
         _persist_new(index, args.store)
+    from llama_index_e2rag.cli_show import node_counts
+
     counts = node_counts(index.graph_store)
     failures = index.extraction_report()
     print(
@@ -460,68 +453,9 @@ def _cmd_repair(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from llama_index_e2rag.store_check import full_check
-    from llama_index_e2rag.store_info import summarize
+    from llama_index_e2rag.cli_show import cmd_show
 
-    health = full_check(args.store) if (args.store / "e2rag").is_dir() else None
-    if health is not None and health.problems:
-        print(f"store: {args.store}")
-        print("status: DAMAGED")
-        for problem in health.problems:
-            print(f"  {problem}")
-        more = f" (and {len(health.problems) - 1} more)" if len(health.problems) > 1 else ""
-        first = health.problems[0]
-        fix = "" if "e2rag repair" in first else f"; run: e2rag repair --store {args.store}"
-        raise E2RAGError(f"{first}{more}{fix}")
-    summary = summarize(args.store, CHRONO_CHUNK_LABEL) if _has_store(args.store) else None
-    if summary is None:  # no store (load_store says so) or a 0.1.0 store: load it
-        summary = _loaded_summary(load_store(args.store))
-    elif summary.nodes.get("topic"):  # SentGraph's sentences, apart from the extraction's
-        from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
-
-        graph = SQLiteGraphStore.open_existing(args.store / "e2rag" / GRAPH_FILE)
-        try:
-            summary.nodes = sentence_graph_counts(summary.nodes, graph)
-        finally:
-            graph.close()
-    print(f"store: {args.store}")
-    print("status: ok" + ("" if health is None or not health.notes else f" ({len(health.notes)} note(s))"))
-    for note in health.notes if health is not None else []:
-        print(f"  note: {note}")
-    print("documents:")
-    for order, doc_id, chunks in summary.documents:
-        print(f"  [{order}] {doc_id} ({chunks} chunks)")
-    print("nodes: " + (", ".join(f"{k}={v}" for k, v in summary.nodes.items()) or "none"))
-    print("edges: " + (", ".join(f"{k}={v}" for k, v in summary.edges.items()) or "none"))
-    if summary.doc_builders:
-        print(f"document builders: {', '.join(summary.doc_builders)}")
-    stats = summary.llm_stats
-    if stats:
-        print(
-            f"llm: {stats.get('calls', 0)} calls, {stats.get('cache_hits', 0)} cache hits, "
-            f"{stats.get('failures', 0)} failures"
-        )
-    print(f"extraction failures: {len(summary.failures)}")
-    for failure in summary.failures:
-        print(f"  {failure['doc_id']} {failure['chunk_id']}: {failure['reason']}")
-    return 0
-
-
-def _loaded_summary(index: "E2RAGIndex") -> "StoreSummary":
-    from llama_index_e2rag.store_info import StoreSummary
-
-    orders = index.graph_store.doc_orders()
-    documents = sorted(
-        (orders[doc_id], doc_id, len(info.node_ids)) for doc_id, info in index.ref_doc_info.items()
-    )
-    return StoreSummary(
-        documents=documents,
-        nodes=node_counts(index.graph_store),
-        edges=index.graph_store.counts()["edges"],
-        failures=index.extraction_report(),
-        doc_builders=[type(b).__name__ for b in index.doc_builders],
-        llm_stats=index.llm_stats(),
-    )
+    return cmd_show(args)
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
@@ -540,97 +474,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from llama_index_e2rag.demo import run_demo
 
     return run_demo(store_dir=str(args.store) if args.store else None)
-
-
-# -- helpers -------------------------------------------------------------------------------------
-def node_counts(graph: "GraphStore") -> dict[str, int]:
-    """Nodes per kind, ChronoRAG's layer-0 chunks and SentGraph's sentences counted apart from
-    the extraction's."""
-    from llama_index_e2rag.schema import NodeKind
-
-    counts = dict(graph.counts()["nodes"])
-    layer0 = sum(1 for c in graph.nodes(NodeKind.CHUNK) if c.attrs.get("layer") == 0)
-    if layer0:
-        counts[NodeKind.CHUNK.value] = counts.get(NodeKind.CHUNK.value, 0) - layer0
-        counts[CHRONO_CHUNK_LABEL] = layer0
-    return sentence_graph_counts(counts, graph)
-
-
-def sentence_graph_counts(counts: dict[str, int], graph: "GraphStore") -> dict[str, int]:
-    """``counts`` with SentGraph's sentences (only a graph with topics has them) moved from
-    ``sentence`` to a ``SENTGRAPH_LABEL`` per role."""
-    from llama_index_e2rag.schema import NodeKind
-
-    if not counts.get(NodeKind.TOPIC.value):
-        return counts
-    counts = dict(counts)
-    kind = NodeKind.SENTENCE.value
-    for node in graph.nodes(NodeKind.SENTENCE):
-        role = node.attrs.get("sentgraph")
-        if role:
-            counts[kind] -= 1
-            label = SENTGRAPH_LABEL.format(role=role)
-            counts[label] = counts.get(label, 0) + 1
-    if not counts.get(kind):  # every sentence is SentGraph's (no grounded extraction)
-        counts.pop(kind, None)
-    return counts
-
-
-def read_documents(paths: Sequence[Path]) -> list["Document"]:
-    """UTF-8 text files (folders: their text files, recursively), ids = absolute paths."""
-    from llama_index.core import Document
-
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in TEXT_SUFFIXES)
-            if not found:
-                raise BadDocumentError(f"{path} holds no text files ({', '.join(TEXT_SUFFIXES)})")
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise FileNotFoundError(f"no such file or folder: {path}")
-    documents = []
-    for file in files:
-        try:
-            text = file.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise BadDocumentError(f"{file} is not UTF-8 text ({exc.reason})") from exc
-        resolved = file.resolve()
-        documents.append(
-            Document(
-                text=text,
-                id_=str(resolved),
-                metadata={"file_name": resolved.name, "file_path": str(resolved)},
-                excluded_embed_metadata_keys=["file_path"],
-                excluded_llm_metadata_keys=["file_path"],
-            )
-        )
-    return documents
-
-
-def _has_store(store: Path) -> bool:
-    """A store to add to: its e2rag folder, or 0.1.0's layout (what a save killed before the
-    folder existed left is not one: ``index`` replaces it)."""
-    from llama_index_e2rag.loading import is_legacy
-
-    return (store / "e2rag").is_dir() or is_legacy(store)
-
-
-def load_store(store: Path, progress: bool = False, **kwargs: object) -> "E2RAGIndex":
-    """Load the e2rag index persisted in ``store``, its files checked first (``load_index``)."""
-    from llama_index_e2rag.loading import load_index
-
-    if not _has_store(store):
-        raise E2RAGError(f"no e2rag store at {store} (create one with: e2rag index PATH --store)")
-    from tqdm.auto import tqdm
-
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    with tqdm(total=1, desc="Loading store", unit="step", disable=not progress) as bar:
-        index = load_index(store, **kwargs)
-        bar.update()
-    return index
 
 
 if __name__ == "__main__":

@@ -1,0 +1,73 @@
+"""What the ``e2rag`` commands read: text files into documents, and stores (checked first)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from llama_index_e2rag.errors import BadDocumentError, E2RAGError
+
+if TYPE_CHECKING:
+    from llama_index.core import Document
+
+    from llama_index_e2rag.index import E2RAGIndex
+
+#: File types picked up when a folder is given to ``e2rag index``.
+TEXT_SUFFIXES = (".txt", ".md", ".text", ".markdown")
+
+
+def read_documents(paths: Sequence[Path]) -> list["Document"]:
+    """UTF-8 text files (folders: their text files, recursively), ids = absolute paths."""
+    from llama_index.core import Document
+
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in TEXT_SUFFIXES)
+            if not found:
+                raise BadDocumentError(f"{path} holds no text files ({', '.join(TEXT_SUFFIXES)})")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"no such file or folder: {path}")
+    documents = []
+    for file in files:
+        try:
+            text = file.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadDocumentError(f"{file} is not UTF-8 text ({exc.reason})") from exc
+        resolved = file.resolve()
+        documents.append(
+            Document(
+                text=text,
+                id_=str(resolved),
+                metadata={"file_name": resolved.name, "file_path": str(resolved)},
+                excluded_embed_metadata_keys=["file_path"],
+                excluded_llm_metadata_keys=["file_path"],
+            )
+        )
+    return documents
+
+
+def has_store(store: Path) -> bool:
+    """A store to add to: its e2rag folder, or 0.1.0's layout (what a save killed before the
+    folder existed left is not one: ``index`` replaces it)."""
+    from llama_index_e2rag.loading import is_legacy
+
+    return (store / "e2rag").is_dir() or is_legacy(store)
+
+
+def load_store(store: Path, progress: bool = False, **kwargs: object) -> "E2RAGIndex":
+    """Load the e2rag index persisted in ``store``, its files checked first (``load_index``)."""
+    from llama_index_e2rag.loading import load_index
+
+    if not has_store(store):
+        raise E2RAGError(f"no e2rag store at {store} (create one with: e2rag index PATH --store)")
+    from tqdm.auto import tqdm
+
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    with tqdm(total=1, desc="Loading store", unit="step", disable=not progress) as bar:
+        index = load_index(store, **kwargs)
+        bar.update()
+    return index
