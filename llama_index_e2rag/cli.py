@@ -29,7 +29,11 @@ if TYPE_CHECKING:
 
 #: ``e2rag index`` flags adding a document builder: its ``config_name`` (the argparse dest) ->
 #: what it builds.
-BUILDER_FLAGS = {"chrono": "ChronoRAG's layers", "sentence_graph": "the sentence graph"}
+BUILDER_FLAGS = {
+    "chrono": "ChronoRAG's layers",
+    "sentence_graph": "the sentence graph",
+    "event_graph": "the fused entities and their events",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also build SentGraph's sentence graph (mode sentence_graph); a store remembers it "
         "for later runs and keeps the layers it already builds",
     )
+    index.add_argument(
+        "--event-graph",
+        action="store_true",
+        help="also build E2GraphRAG's fused entities and events (mode event_graph, e2rag "
+        "timeline); a store remembers it for later runs",
+    )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
     index.set_defaults(func=_cmd_index)
 
@@ -70,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--mode",
         choices=RETRIEVER_MODES,
         default=None,
-        help=f"retrieval mode (default {DEFAULT_MODE}; entity_event with --hyde); chrono and "
-        "sentence_graph need a store indexed with --chrono / --sentence-graph",
+        help=f"retrieval mode (default {DEFAULT_MODE}; entity_event with --hyde); chrono, "
+        "sentence_graph and event_graph need a store indexed with --chrono / --sentence-graph "
+        "/ --event-graph",
     )
     query.add_argument(
         "--hyde", choices=HYDE_VARIANTS, default=None, help="entity_event only (implies it)"
@@ -94,6 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="what a store holds")
     show.add_argument("--store", required=True, type=Path)
     show.set_defaults(func=_cmd_show)
+
+    timeline = commands.add_parser(
+        "timeline", help="a character's mentions and events in story order"
+    )
+    timeline.add_argument("name", help="the entity's name (a part of it will do when unique)")
+    timeline.add_argument("--store", required=True, type=Path)
+    timeline.add_argument("--doc", default=None, help="only this document (its id)")
+    timeline.add_argument("--limit", type=int, default=None, help="print at most this many")
+    timeline.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    timeline.set_defaults(func=_cmd_timeline)
 
     repair = commands.add_parser(
         "repair", help="rebuild what a damaged store lost from what is intact"
@@ -362,18 +383,21 @@ def _cmd_query(args: argparse.Namespace) -> int:
 def _query_engine(
     index: "E2RAGIndex", store: Path, mode: str, **kwargs: object
 ) -> "BaseQueryEngine":
-    """``index.as_query_engine(mode=mode, **kwargs)``; a missing sentence graph is explained
-    in CLI terms."""
+    """``index.as_query_engine(mode=mode, **kwargs)``; a missing sentence or event graph is
+    explained in CLI terms."""
     try:
         return index.as_query_engine(mode=mode, **kwargs)
     except E2RAGError as exc:
+        from llama_index_e2rag.retrievers.event_graph import EventGraphMissingError
         from llama_index_e2rag.retrievers.sentence_graph import SentenceGraphMissingError
 
-        if not isinstance(exc, SentenceGraphMissingError):
+        missing = {SentenceGraphMissingError: ("sentence graph", "--sentence-graph"),
+                   EventGraphMissingError: ("event graph", "--event-graph")}.get(type(exc))
+        if missing is None:
             raise
         raise E2RAGError(
-            f"{store} has no sentence graph; index its files again with it: "
-            f"e2rag index PATH... --store {store} --sentence-graph"
+            f"{store} has no {missing[0]}; index its files again with it: "
+            f"e2rag index PATH... --store {store} {missing[1]}"
         ) from exc
 
 
@@ -394,6 +418,11 @@ def explain(metadata: dict) -> str:
         )
         return (f"sentence graph: {metadata['sentence_role']} sentence, {reached}, similarity "
                 f"{metadata['similarity']:.3f}, refinement {metadata['refinement']}")
+    if "evidence_role" in metadata:
+        how = metadata.get("decomposition", {}).get("how", "")
+        match = f", {metadata['match']} match" if "match" in metadata else ""
+        return f"event graph: {metadata['label']} ({metadata['evidence_role']}{match}), query " \
+               f"decomposed by {how}"
     seeds = metadata.get("seed_scores")
     if seeds:
         return f"seeds: {len(seeds)} mention/event seed(s) in this chunk, best {max(seeds.values()):.3f}"
@@ -456,6 +485,20 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from llama_index_e2rag.cli_show import cmd_show
 
     return cmd_show(args)
+
+
+def _cmd_timeline(args: argparse.Namespace) -> int:
+    from llama_index_e2rag.timeline import entity_timeline, format_timeline, timeline_dict
+
+    if args.limit is not None and args.limit < 1:
+        raise E2RAGError(f"--limit must be at least 1, got {args.limit}")
+    index = load_store(args.store)
+    found = entity_timeline(index.graph_store, args.name, doc_id=args.doc)
+    if args.json:
+        print(json.dumps(timeline_dict(found), ensure_ascii=False, indent=1))
+    else:
+        print(format_timeline(found, limit=args.limit))
+    return 0
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:

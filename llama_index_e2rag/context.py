@@ -26,6 +26,7 @@ _LABEL_PREFIX = {
     NodeKind.FACT: "F",
     NodeKind.TOPIC: "T",
     NodeKind.PASSAGE: "P",
+    NodeKind.GRAPH_EVENT: "G",
 }
 
 #: ``story``: passages in narrative order; ``retrieval``: in the order the retriever ranked them.

@@ -36,6 +36,11 @@ class VectorStoreError(E2RAGError):
     """A vector store cannot serve this index (refused before extraction starts) or failed."""
 
 
+class EntityLookupError(E2RAGError, LookupError):
+    """A timeline's name matches no fused entity, or several different ones; the message lists
+    the close names or the candidates, so the user can retry with the full name."""
+
+
 class StoreDamagedError(E2RAGError):
     """A persisted store's file is missing, unreadable or disagrees with the rest of the store;
     the message names the file and the fix (usually ``e2rag repair --store DIR``)."""

@@ -63,6 +63,7 @@ from llama_index_e2rag.stores import Stores
 
 if TYPE_CHECKING:
     from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.timeline import Timeline
 
 __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
@@ -371,6 +372,14 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         """Document order (insertion order) of an indexed document."""
         return self._stores.graph.doc_orders().get(doc_id)
 
+    def entity_timeline(self, name: str, *, doc_id: Optional[str] = None) -> "Timeline":
+        """A fused entity's mentions and events in story order, with positions (needs the
+        ``EventGraphBuilder`` layer; ``timeline.entity_timeline``)."""
+        from llama_index_e2rag.timeline import entity_timeline
+
+        with self._stores.reading():
+            return entity_timeline(self._stores.graph, name, doc_id=doc_id)
+
     def extraction_report(self) -> list[dict[str, str]]:
         """Failed parts ``{doc_id, chunk_id, reason}``: chunk extractions (the chunk stays as
         text) and document-builder failures such as a ChronoRAG group without facts."""
@@ -502,6 +511,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
                     self._doc_builders,
                     lambda: self.llm_runner,
                     self.passage_words,
+                    lambda: self.embed_model,
                 )
             )
         embed_model = self.embed_model
@@ -599,7 +609,8 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             )
         module_name, class_name = RETRIEVER_CLASSES[mode]
         retriever_cls = getattr(importlib.import_module(module_name), class_name)
-        return retriever_cls(self._stores, self.embed_model, **self._retriever_needs(mode), **kwargs)
+        needs = {**self._retriever_needs(mode), **kwargs}  # the caller's arguments win
+        return retriever_cls(self._stores, self.embed_model, **needs)
 
     def _retriever_needs(self, mode: str) -> dict[str, Any]:
         """What a mode needs besides the stores and the embedding (resolved here, typed)."""
@@ -616,6 +627,10 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             return {"llm_runner": self.llm_runner, "parser": extractors_parser(self.extractors)}
         if mode == "sentence_graph":
             return {"llm_runner": self.llm_runner}
+        if mode == "event_graph":
+            from llama_index_e2rag.retrievers.parsing import extractors_parser
+
+            return {"llm_runner": self.llm_runner, "parser": extractors_parser(self.extractors)}
         return {}
 
     def as_query_engine(  # type: ignore[override]
@@ -630,8 +645,25 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
 
         The answer LLM reads the assembled narrative context; with no LLM configured answers
         are extractive. ``hyde`` selects an E²RAG HyDE variant (``entity_event`` only).
+        ``mode="event_graph"`` gets E²GraphRAG's two-stage engine instead (draft and
+        decomposition, then the answer enriched with events and paths).
         """
         from llama_index_e2rag.query_engine import build_query_engine
+
+        answer_llm = llm if llm is not None else self.llm
+        if mode == "event_graph":
+            from llama_index_e2rag.event_graph_engine import build_event_graph_engine
+            from llama_index_e2rag.llm import LLMRunner
+
+            if llm is not None:  # the draft call uses the same model as the answer
+                kwargs.setdefault("llm_runner", LLMRunner(llm))
+            return build_event_graph_engine(
+                self.as_retriever(mode=mode, **kwargs),
+                self._stores.graph,
+                self.embed_model,
+                answer_llm,
+                streaming=streaming,
+            )
 
         if hyde is not None:
             if mode != "entity_event":
@@ -643,7 +675,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             self.as_retriever(mode=mode, **kwargs),
             self._stores.graph,
             self.embed_model,
-            llm if llm is not None else self.llm,
+            answer_llm,
             streaming=streaming,
         )
 

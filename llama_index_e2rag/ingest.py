@@ -51,6 +51,7 @@ EMBEDDED_KINDS = (
     NodeKind.FACT,
     NodeKind.ENTITY,
     NodeKind.PASSAGE,
+    NodeKind.GRAPH_EVENT,
 )
 #: How long a waiting commit yields to its event loop between tries of the write lock.
 _LOCK_POLL_SECONDS = 0.005
@@ -146,12 +147,14 @@ async def stage_document(
     builders: Sequence[DocumentBuilder],
     llm_runner: Callable[[], Optional["LLMRunner"]],
     passage_words: int = DEFAULT_PASSAGE_WORDS,
+    embed_model: Optional[Callable[[], BaseEmbedding]] = None,
 ) -> StagedDoc:
     """Collect one document's graph in a staging store: chunks, fragments, story edges,
     passages, layers.
 
     ``llm_runner`` is called only when a builder wants the index's runner, so building without
-    LLM-using builders never resolves an LLM.
+    LLM-using builders never resolves an LLM; ``embed_model`` likewise, for a builder that
+    compares texts while it builds (``use_embed_model``).
     """
     from llama_index_e2rag.extract.linking import story_order_edges
 
@@ -179,6 +182,9 @@ async def stage_document(
             adopt = getattr(builder, "use_llm_runner", None)
             if adopt is not None:
                 adopt(llm_runner())
+            adopt_embedding = getattr(builder, "use_embed_model", None)
+            if adopt_embedding is not None and embed_model is not None:
+                adopt_embedding(embed_model())
             new_nodes, new_edges, problems = split_result(
                 await builder.abuild(document, order, chunks, graph)
             )

@@ -11,6 +11,7 @@ RETRIEVER_CLASSES = {
     "sentence_graph": (
         "llama_index_e2rag.retrievers.sentence_graph", "SentenceGraphRetriever"
     ),
+    "event_graph": ("llama_index_e2rag.retrievers.event_graph", "EventGraphRetriever"),
 }
 RETRIEVER_MODES = tuple(RETRIEVER_CLASSES)
 #: The mode of ``as_retriever()`` / ``as_query_engine()`` / ``e2rag query`` without one.

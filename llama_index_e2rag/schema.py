@@ -33,6 +33,7 @@ class NodeKind(str, Enum):
     FACT = "fact"
     TOPIC = "topic"
     PASSAGE = "passage"
+    GRAPH_EVENT = "graph_event"  # E²GraphRAG: an event grown over an entity's ego network
 
 
 class EdgeKind(str, Enum):

@@ -18,7 +18,11 @@ from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 STRUCT_TYPES = ("llama_index_e2rag.E2RAGIndex", "e2rag")
 #: Class names of the restorable document builders (``builders.RESTORABLE_BUILDERS``'s, whose
 #: module imports llama-index).
-BUILDER_CLASSES = {"chrono": "ChronoLayerBuilder", "sentence_graph": "SentenceGraphBuilder"}
+BUILDER_CLASSES = {
+    "chrono": "ChronoLayerBuilder",
+    "sentence_graph": "SentenceGraphBuilder",
+    "event_graph": "EventGraphBuilder",
+}
 
 
 @dataclass

@@ -18,6 +18,11 @@ text inside the prompt, the way a (very literal) extraction model would:
 - SentGraph bridges: every pair of listed entities that are both in ``names``, in ``names`` order,
   → ``[a, "related to", b]``;
 - SentGraph refinement: keep paths 1-3, action ``refine_action``;
+- E²GraphRAG event update (``- title: description`` lines of "Existing Events", then "Text"):
+  a listed event is updated when one sentence of the text holds all the content words of its
+  title (description = the old one + that sentence); the first ``max_new_events`` other
+  sentences of three words or more are new events as in ``events_of``, each with the first
+  name in it as its source;
 - any other kind: ``handlers[kind](prompt)`` or ``default_response``.
 
 Prompts containing ``fail_marker`` raise, those containing ``malformed_marker`` get unparseable
@@ -71,6 +76,7 @@ _SENTENCE_LIST = re.compile(r"Sentence List:(.*?)\n---Output---", re.DOTALL)
 _NUMBERED = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
 _ATTACHED = re.compile(r"^\((?:core|supplementary, attached to \[(\d+)\])\) (.*)$")
 _ENTITY_LIST = re.compile(r"Entity List:(.*?)\n---Output---", re.DOTALL)
+_EVENT_UPDATE = re.compile(r"Existing Events:\n(.*?)\nText:\n(.*)\nOutput:", re.DOTALL)
 #: Openers that make a sentence supporting rather than core, for the N-N derivation.
 _SUBORDINATING = re.compile(
     r"^(?:because|since|so|therefore|thus|hence|although|though|for example|for instance)\b",
@@ -86,6 +92,9 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
     entity_types: dict[str, str] = Field(default_factory=dict)
     hypothetical_text: str = "A hypothetical passage about the story."
     refine_action: str = "expand"
+    #: new events per E²GraphRAG update call (a model reports the significant ones, not one
+    #: per sentence)
+    max_new_events: int = 5
     default_response: str = "Scripted answer."
     handlers: dict[str, Callable[[str], str]] = Field(default_factory=dict)
     fail_marker: Optional[str] = None
@@ -305,6 +314,8 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
             return json.dumps(self.bridges_of(prompt))
         if kind == "sentgraph_refine":
             return json.dumps({"keep": [1, 2, 3], "action": self.refine_action})
+        if kind == "eventgraph_update":
+            return json.dumps(self.event_updates_of(prompt))
         return self.default_response
 
     # -- derivations (public so tests can state expectations in the same terms) ---------------
@@ -402,3 +413,47 @@ class ScriptedLLM(CustomLLM, FunctionCallingLLM):
         known = [name for name in self.names if name in listed]
         pairs = [(a, b) for i, a in enumerate(known) for b in known[i + 1 :]]
         return {"triples": [[a, "related to", b] for a, b in pairs]}
+
+    def event_updates_of(self, prompt: str) -> dict[str, Any]:
+        """E²GraphRAG update answer: listed events the text's sentences name, the rest new."""
+        match = _EVENT_UPDATE.search(prompt)
+        listed_text, text = match.groups() if match else ("NONE", "")
+        listed = [
+            line.removeprefix("- ").partition(": ")
+            for line in listed_text.splitlines()
+            if line.startswith("- ")
+        ]
+        sentences = [s for s in _SENTENCE_END.split(text.strip()) if len(s.split()) >= 3]
+        used: set[str] = set()
+        updated = []
+        for title, _, description in listed:
+            words = {w for w in re.findall(r"[a-z']+", title.lower()) if w not in _COMMON}
+            found = next(
+                (s for s in sentences if words and words <= set(re.findall(r"[a-z']+", s.lower()))),
+                None,
+            )
+            if found is not None:
+                used.add(found)
+                updated.append(
+                    {
+                        "original_title": title,
+                        "title": title,
+                        "description": f"{description} {found}".strip(),
+                        "date": None,
+                    }
+                )
+        new = []
+        for sentence in sentences:
+            if sentence in used or len(new) >= self.max_new_events:
+                continue
+            (event,) = self.events_of(sentence)
+            names = event["participants"]
+            new.append(
+                {
+                    "title": event["title"],
+                    "description": event["description"],
+                    "date": event["date"],
+                    "source": names[0] if names else "",
+                }
+            )
+        return {"updated_events": updated, "new_events": new}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import multiprocessing
 import os
 import re
@@ -287,6 +288,39 @@ def test_sentence_graph_index_show_and_query_print_positions_and_relation_paths(
     assert main([*argv, "--budget-words", "10"]) == 0  # budget-aware too
     evidence = capsys.readouterr().out.split("\nEvidence:\n")[1].strip().splitlines()
     assert 1 <= len([line for line in evidence if line.startswith("[")]) <= 2
+
+
+def test_event_graph_index_timeline_and_query(
+    offline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``index --event-graph`` fuses entities, ``timeline`` prints one in story order across
+    the files, ``query --mode event_graph`` answers with labelled evidence."""
+    store = tmp_path / "store"
+    query = ["query", "Who plays drums in the band?", "--store", str(store), "--mode",
+             "event_graph", "--quiet"]
+    assert main(["index", str(offline), "--store", str(store), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(query) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"e2rag: error: {store} has no event graph; ") and "--event-graph" in err
+
+    assert main(["index", str(offline), "--store", str(store), "--event-graph", "--quiet"]) == 0
+    assert re.search(r", \d+ entity\b", capsys.readouterr().out)
+    assert main(["timeline", "Lanternfield", "--store", str(store)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Lanternfield")
+    positions = [re.match(r"\s*document (\d+), character (\d+)", line) for line in out[2:]]
+    found = [(int(m.group(1)), int(m.group(2))) for m in positions if m]
+    assert len(found) == len(out) - 2 and found == sorted(found)
+    assert len({doc for doc, _ in found}) == 2  # the song and the band
+    assert main(["timeline", "Lanternfield", "--store", str(store), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"]
+    assert main(["timeline", "Nobody", "--store", str(store)]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
+
+    assert main([*query, "--explain"]) == 0
+    evidence = capsys.readouterr().out.split("\nEvidence:\n")[1].strip().splitlines()
+    assert evidence and any(line.startswith("    event graph: ") for line in evidence)
 
 
 def test_sentence_graph_added_to_a_store_keeps_its_builders(

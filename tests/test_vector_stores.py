@@ -27,6 +27,7 @@ from scripted_llm import ScriptedLLM
 
 from llama_index_e2rag.errors import VectorStoreError
 from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
+from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
 from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
 from llama_index_e2rag.index import E2RAGIndex, EMBEDDED_KINDS, RETRIEVER_MODES
 from llama_index_e2rag.ingest import embeddable
@@ -207,8 +208,9 @@ def build(llm: ScriptedLLM, **kwargs: Any) -> E2RAGIndex:
         embed_model=HashEmbedding(),
         chunk_size=CHUNK_SIZE,
         chunk_overlap=0,
-        # the chrono and sentence_graph modes need their layers
-        doc_builders=[ChronoLayerBuilder(facts="events"), SentenceGraphBuilder()],
+        # the chrono, sentence_graph and event_graph modes need their layers
+        doc_builders=[ChronoLayerBuilder(facts="events"), SentenceGraphBuilder(),
+                      EventGraphBuilder()],
         **kwargs,
     )
 

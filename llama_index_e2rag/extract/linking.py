@@ -239,3 +239,15 @@ def story_order_edges(graph: GraphStore, doc_id: str) -> list[GraphEdge]:
     mentions); the index calls it after each document."""
     nodes = graph.nodes(NodeKind.EVENT, doc_id) + graph.nodes(NodeKind.MENTION, doc_id)
     return story_chain_edges(nodes, doc_id)
+
+
+def name_parts(name: str, entity_type: Optional[str] = None) -> tuple[list[str], list[str], bool]:
+    """A name's core tokens, the titles dropped in front of them, and whether it is a person's
+    name: the parts ``name_variants`` and ``_identity_keys`` reason with, for entity fusion.
+
+    "Mrs. Petunia Dursley" -> (["petunia", "dursley"], ["mrs"], True).
+    """
+    tokens = _tokens(name)
+    core, titled = _core_tokens(name)
+    titles = [token for token in tokens[: len(tokens) - len(core)] if token in HONORIFICS]
+    return core, titles, _is_person(entity_type, titled)

@@ -1,0 +1,452 @@
+"""E²GraphRAG's entity layer (paper §3.1, plan §3.1, §3.3): mentions -> name groups -> entities.
+
+The paper merges LightRAG entities of one type whose description embeddings have cosine above
+θ_merge. With small embedding models, different people who share a surname score as high as one
+person under two names, so fusion here is guarded by names: a pair merges only when its names are
+compatible (or, with ``require_name_overlap=False``, merely not in conflict) and its cosine exceeds
+θ, and no merge ever joins two names in conflict. Pure functions over ``GraphNode``s; the builder
+embeds the groups' texts and writes the result.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import combinations
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from llama_index_e2rag.extract.linking import name_parts
+from llama_index_e2rag.schema import (
+    EdgeKind,
+    GraphEdge,
+    GraphNode,
+    NodeKind,
+    make_id,
+    normalize_text,
+    sort_by_position,
+)
+
+#: Titles that mark a man or a woman; two names titled with different genders never fuse.
+MALE_TITLES = frozenset(
+    "mr mister master monsieur sir lord king prince father brother uncle".split()
+)
+FEMALE_TITLES = frozenset(
+    "mrs ms miss madam madame mme mlle dame lady queen princess mother sister aunt auntie".split()
+)
+_UNKNOWN_TYPES = frozenset({"", "concept"})
+_DIGITS = 6  # cosine precision that orders merges
+_BLOCK = 1024  # rows of the similarity matrix computed at once
+_BATCH = 65536  # name pairs whose cosines are computed at once
+
+
+def type_key(entity_type: Optional[str]) -> Optional[str]:
+    """Comparable form of an entity type; ``None`` when unknown (missing or "concept")."""
+    key = normalize_text(entity_type or "")
+    return None if key in _UNKNOWN_TYPES else key
+
+
+def types_agree(a: Optional[str], b: Optional[str]) -> bool:
+    """Known types must be equal; an unknown type agrees with anything."""
+    return _keys_agree(type_key(a), type_key(b))
+
+
+def _keys_agree(a: Optional[str], b: Optional[str]) -> bool:
+    return a is None or b is None or a == b
+
+
+@dataclass
+class Group:
+    """LightRAG's V0 entity: one document's mentions of one exact name and type, in story order."""
+
+    name: str
+    entity_type: Optional[str]
+    mentions: list[GraphNode] = field(default_factory=list)
+
+    @property
+    def descriptions(self) -> list[str]:
+        """The mentions' distinct descriptions, in story order (offline mentions have none)."""
+        seen: list[str] = []
+        for mention in self.mentions:
+            text = str(mention.attrs.get("description") or "").strip()
+            if text and text not in seen:
+                seen.append(text)
+        return seen
+
+    @property
+    def description(self) -> str:
+        """The descriptive text the paper compares: the descriptions joined, else the name."""
+        return " ".join(self.descriptions) or self.name
+
+    @property
+    def text(self) -> str:
+        """What to embed for fusion: "{name}: {descriptions}", or the name without any."""
+        described = " ".join(self.descriptions)
+        return f"{self.name}: {described}" if described else self.name
+
+    @cached_property
+    def parts(self) -> tuple[tuple[str, ...], frozenset[str], bool, Optional[str]]:
+        """Core tokens, genders its titles mark ("m"/"f"), whether it is a person's name, and
+        its type key (computed once: fusion compares a group with many others)."""
+        core, titles, person = name_parts(self.name, self.entity_type)
+        genders = {"m" for t in titles if t in MALE_TITLES} | {
+            "f" for t in titles if t in FEMALE_TITLES
+        }
+        return tuple(core), frozenset(genders), person, type_key(self.entity_type)
+
+
+def mention_groups(mentions: Iterable[GraphNode]) -> list[Group]:
+    """One document's mentions grouped by normalised name and type, in order of first appearance.
+
+    The group's name is its first surface form. Mentions without a usable name are left out.
+    """
+    groups: dict[tuple[str, Optional[str]], Group] = {}
+    for mention in sort_by_position(mentions):
+        name = (mention.name or mention.text).strip()
+        entity_type = mention.attrs.get("entity_type")
+        key = (normalize_text(name), type_key(entity_type))
+        if not key[0]:
+            continue
+        if key not in groups:
+            groups[key] = Group(name=name, entity_type=entity_type)
+        groups[key].mentions.append(mention)
+    return list(groups.values())
+
+
+def ambiguous_tokens(groups: Sequence[Group]) -> frozenset[str]:
+    """Single name tokens that are the first or last name of two different longer person names
+    of the document ("dursley" beside Vernon and Petunia Dursley), as ``linking._identity_keys``."""
+    owners: dict[str, set[tuple[str, ...]]] = defaultdict(set)
+    for group in groups:
+        core, _, person, _ = group.parts
+        if len(core) > 1 and person:
+            owners[core[0]].add(core)
+            owners[core[-1]].add(core)
+    return frozenset(token for token, names in owners.items() if len(names) > 1)
+
+
+def in_conflict(a: Group, b: Group, ambiguous: frozenset[str]) -> bool:
+    """Whether two names cannot be one entity, whatever their embeddings say (plan §3.3).
+
+    Known types differ; titles of different genders (Mr vs Mrs); two multi-word person names that
+    share a name but not the first one ("Vernon Dursley" / "Petunia Dursley"; disjoint epithets
+    such as "the boy who lived" / "Harry Potter" are left to the embeddings); or one is an
+    ambiguous single token ("Dursley") and the other a different name (the ambiguous token's own
+    forms, "Dursley" / "Mr. Dursley", stay joinable).
+    """
+    (core_a, gender_a, person_a, type_a), (core_b, gender_b, person_b, type_b) = a.parts, b.parts
+    if not _keys_agree(type_a, type_b):
+        return True
+    if gender_a and gender_b and not gender_a & gender_b:
+        return True
+    if (
+        person_a
+        and person_b
+        and len(core_a) > 1
+        and len(core_b) > 1
+        and core_a[0] != core_b[0]
+        and set(core_a) & set(core_b)
+    ):
+        return True
+    return core_a != core_b and any(
+        len(core) == 1 and core[0] in ambiguous for core in (core_a, core_b)
+    )
+
+
+def compatible(a: Group, b: Group, ambiguous: frozenset[str]) -> bool:
+    """Fusion candidates by name: not in conflict, and one's core tokens contain the other's
+    ("Miss Granger" ~ "Hermione Granger")."""
+    core_a, core_b = set(a.parts[0]), set(b.parts[0])
+    if not core_a or not core_b or in_conflict(a, b, ambiguous):
+        return False
+    return core_a <= core_b or core_b <= core_a
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+
+
+def _name_pairs(groups: Sequence[Group]) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs i < j whose names share a core token (a superset of compatible pairs)."""
+    holders: dict[str, list[int]] = defaultdict(list)
+    for k, group in enumerate(groups):
+        for token in set(group.parts[0]):
+            holders[token].append(k)
+    pairs = sorted({pair for ks in holders.values() for pair in combinations(ks, 2)})
+    if not pairs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    first, second = np.array(pairs, dtype=np.int64).T
+    return first, second
+
+
+def _similar_pairs(unit: np.ndarray, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs i < j with cosine > θ, computed by row blocks (bounds memory on long books)."""
+    found_i, found_j = [], []
+    for start in range(0, len(unit), _BLOCK):
+        rows, cols = np.nonzero(unit[start : start + _BLOCK] @ unit.T > theta)
+        rows += start
+        keep = cols > rows
+        found_i.append(rows[keep])
+        found_j.append(cols[keep])
+    return np.concatenate(found_i), np.concatenate(found_j)
+
+
+def _candidates(
+    groups: Sequence[Group],
+    vectors: np.ndarray,
+    theta: float,
+    require_name_overlap: bool,
+    ambiguous: frozenset[str],
+) -> list[tuple[int, int]]:
+    """Fusion candidates, most similar first; cosines are rounded so that float noise does not
+    decide between near-equal pairs (the indices do)."""
+    unit = _unit(vectors)
+    if require_name_overlap:
+        first, second = _name_pairs(groups)
+    else:
+        first, second = _similar_pairs(unit, theta)
+    cosines = np.concatenate(
+        [
+            np.einsum("ij,ij->i", unit[first[k : k + _BATCH]], unit[second[k : k + _BATCH]])
+            for k in range(0, len(first), _BATCH)
+        ]
+        or [np.zeros(0, dtype=np.float32)]
+    ).round(_DIGITS)
+    above = cosines > theta
+    first, second, cosines = first[above], second[above], cosines[above]
+    order = np.lexsort((second, first, -cosines))
+    fits = compatible if require_name_overlap else _not_in_conflict
+    return [
+        (i, j)
+        for i, j in zip(first[order].tolist(), second[order].tolist(), strict=True)
+        if fits(groups[i], groups[j], ambiguous)
+    ]
+
+
+def _not_in_conflict(a: Group, b: Group, ambiguous: frozenset[str]) -> bool:
+    return not in_conflict(a, b, ambiguous)
+
+
+def fuse(
+    groups: Sequence[Group],
+    vectors: np.ndarray,
+    theta_merge: float,
+    require_name_overlap: bool = True,
+) -> list[list[int]]:
+    """Sets of group indices to fuse, each sorted, in order of their first group.
+
+    ``vectors`` has one row per group (the embedding of ``Group.text``). Candidate pairs are
+    compatible names (any pair not in conflict when ``require_name_overlap`` is False) with cosine
+    above θ; they are joined most similar first (ties by index), and a join is skipped when any
+    two groups across the two sets are in conflict, so "Mr. Dursley" cannot chain Vernon and
+    Petunia together.
+    """
+    if len(vectors) != len(groups):
+        raise ValueError(f"{len(vectors)} vectors for {len(groups)} groups")
+    if not groups:
+        return []
+    ambiguous = ambiguous_tokens(groups)
+    conflicts: dict[tuple[int, int], bool] = {}
+
+    def clash(i: int, j: int) -> bool:
+        key = (min(i, j), max(i, j))
+        if key not in conflicts:
+            conflicts[key] = in_conflict(groups[i], groups[j], ambiguous)
+        return conflicts[key]
+
+    root = list(range(len(groups)))
+    members = {i: [i] for i in range(len(groups))}
+    refused: set[tuple[int, int, int, int]] = set()
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    for i, j in _candidates(groups, vectors, theta_merge, require_name_overlap, ambiguous):
+        ri, rj = find(i), find(j)
+        if ri == rj:
+            continue
+        # sets only grow, so a root and its size name one set: a join refused once stays refused
+        attempt = (ri, len(members[ri]), rj, len(members[rj]))
+        if attempt in refused:
+            continue
+        if any(clash(x, y) for x in members[ri] for y in members[rj]):
+            refused.add(attempt)
+            continue
+        keep, gone = min(ri, rj), max(ri, rj)
+        root[gone] = keep
+        members[keep] = sorted(members[keep] + members.pop(gone))
+    return sorted(members.values())
+
+
+def _entity_node(doc_id: str, members: Sequence[Group]) -> GraphNode:
+    """The fused entity: named after its most described member, placed at its first mention."""
+    representative = max(members, key=lambda g: len(g.description))  # first on ties
+    descriptions: list[str] = []
+    for group in [representative, *members]:
+        descriptions += [d for d in group.descriptions if d not in descriptions]
+    description = " ".join(descriptions)
+    first = sort_by_position(m for g in members for m in g.mentions)[0]
+    known = [g.entity_type for g in members if type_key(g.entity_type)]
+    return GraphNode(
+        id=make_id(doc_id, "eventgraph_entity", first.pos, representative.name),
+        kind=NodeKind.ENTITY,
+        text=f"{representative.name}: {description}" if description else representative.name,
+        doc_id=doc_id,
+        pos=first.pos,
+        span=first.span,
+        chunk_id=first.chunk_id,
+        name=representative.name,
+        attrs={
+            "event_graph": "entity",
+            "entity_type": known[0] if known else members[0].entity_type,
+            "aliases": [g.name for g in members],
+            "mentions": sum(len(g.mentions) for g in members),
+            "description": description,
+        },
+    )
+
+
+def entity_layer(
+    doc_id: str,
+    groups: Sequence[Group],
+    events: Sequence[GraphNode],
+    edges: Iterable[GraphEdge],
+    vectors: np.ndarray,
+    theta_merge: float,
+    require_name_overlap: bool = True,
+) -> tuple[list[GraphNode], list[GraphEdge]]:
+    """One document's entity nodes (story order) and their edges, all owned by ``doc_id``.
+
+    ``groups`` is ``mention_groups`` of the document's mentions and ``vectors`` their embeddings
+    (see ``fuse``). ``edges`` may be any edges of the document: its ``participates`` edges from a
+    grouped mention to one of ``events`` are lifted to the mention's entity, once per entity and
+    event. Besides those, every mention gets an ``instance_of`` edge to its entity, and two
+    entities mentioned in the same chunks a ``co_mention`` edge (earlier -> later) weighted by the
+    number of such chunks.
+    """
+    fused = fuse(groups, vectors, theta_merge, require_name_overlap)
+    built = [(_entity_node(doc_id, [groups[i] for i in s]), [groups[i] for i in s]) for s in fused]
+    built.sort(key=lambda pair: (pair[0].pos, pair[0].id))
+    nodes = [entity for entity, _ in built]
+    entity_of = {m.id: entity for entity, members in built for g in members for m in g.mentions}
+
+    out = [
+        GraphEdge(source=mention_id, target=entity.id, kind=EdgeKind.INSTANCE_OF, doc_id=doc_id)
+        for mention_id, entity in entity_of.items()
+    ]
+    out += _entity_links(doc_id, built)
+    out += _lifted(doc_id, nodes, entity_of, events, edges)
+    return nodes, out
+
+
+def _entity_links(
+    doc_id: str, built: Sequence[tuple[GraphNode, Sequence[Group]]]
+) -> list[GraphEdge]:
+    """``co_mention`` entity -> later entity, weight = chunks where both have a mention."""
+    in_chunk: dict[str, set[int]] = defaultdict(set)
+    for k, (_, members) in enumerate(built):
+        for group in members:
+            for mention in group.mentions:
+                if mention.chunk_id is not None:
+                    in_chunk[mention.chunk_id].add(k)
+    weights: dict[tuple[int, int], int] = defaultdict(int)
+    for present in in_chunk.values():
+        for pair in combinations(sorted(present), 2):
+            weights[pair] += 1
+    return [
+        GraphEdge(
+            source=built[i][0].id,
+            target=built[j][0].id,
+            kind=EdgeKind.CO_MENTION,
+            doc_id=doc_id,
+            attrs={"event_graph": "entity_link", "weight": weight},
+        )
+        for (i, j), weight in sorted(weights.items())
+    ]
+
+
+def _lifted(
+    doc_id: str,
+    entities: Sequence[GraphNode],
+    entity_of: dict[str, GraphNode],
+    events: Sequence[GraphNode],
+    edges: Iterable[GraphEdge],
+) -> list[GraphEdge]:
+    """``participates`` entity -> event for each event a member mention takes part in."""
+    event_order = {e.id: k for k, e in enumerate(sort_by_position(events))}
+    lifted: dict[str, set[str]] = defaultdict(set)
+    for edge in edges:
+        if edge.kind == EdgeKind.PARTICIPATES and edge.source in entity_of:
+            if edge.target in event_order:
+                lifted[entity_of[edge.source].id].add(edge.target)
+    return [
+        GraphEdge(
+            source=entity.id,
+            target=event_id,
+            kind=EdgeKind.PARTICIPATES,
+            doc_id=doc_id,
+            attrs={"event_graph": "lifted"},
+        )
+        for entity in entities
+        for event_id in sorted(lifted[entity.id], key=event_order.__getitem__)
+    ]
+
+
+def same_entity_links(
+    new_entities: Sequence[GraphNode], other_entities: Sequence[GraphNode]
+) -> list[GraphEdge]:
+    """Cross-document ``instance_of`` links (plan §2.2): later document's entity -> earlier one's.
+
+    Linked when the two share a normalised alias, at least one of them has a known type (two
+    untyped phrases such as "the garden" are not a character), and either their types agree or
+    their names are the same (spaCy often types one name differently in two documents). Pairs
+    are new × other and new × new (a batch of documents links among itself); entities of one
+    document are never linked. "Later" is document order (``pos[0]``, then doc id); the link
+    belongs to the later document, so deleting either document removes it.
+    """
+    new_ids = {e.id for e in new_entities}
+    by_alias: dict[str, list[GraphNode]] = defaultdict(list)
+    for entity in [*new_entities, *(e for e in other_entities if e.id not in new_ids)]:
+        for alias in _alias_keys(entity):
+            by_alias[alias].append(entity)
+    links: dict[tuple[str, str], GraphEdge] = {}
+    for entity in new_entities:
+        for alias in _alias_keys(entity):
+            for other in by_alias[alias]:
+                if other.doc_id == entity.doc_id or not _same_entity(entity, other):
+                    continue
+                later, earlier = sorted(
+                    (entity, other), key=lambda e: (e.pos[0], e.doc_id), reverse=True
+                )
+                links.setdefault(
+                    (later.id, earlier.id),
+                    GraphEdge(
+                        source=later.id,
+                        target=earlier.id,
+                        kind=EdgeKind.INSTANCE_OF,
+                        doc_id=later.doc_id,
+                        attrs={"event_graph": "same_entity"},
+                    ),
+                )
+    return list(links.values())
+
+
+def _same_entity(a: GraphNode, b: GraphNode) -> bool:
+    """Whether two entities sharing an alias are one (``same_entity_links``' type rule)."""
+    type_a, type_b = a.attrs.get("entity_type"), b.attrs.get("entity_type")
+    if type_key(type_a) is None and type_key(type_b) is None:
+        return False
+    same_name = normalize_text(a.name or "") == normalize_text(b.name or "")
+    return same_name or types_agree(type_a, type_b)
+
+
+def _alias_keys(entity: GraphNode) -> set[str]:
+    names = [*(entity.attrs.get("aliases") or []), entity.name or ""]
+    return {key for key in (normalize_text(str(n)) for n in names) if key}

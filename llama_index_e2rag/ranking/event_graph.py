@@ -1,0 +1,249 @@
+"""E²GraphRAG's context assembly (paper 001, §3.2) over a read-only view of the event graph.
+
+Framework-free (numpy and networkx): local entity alignment, global event matching, the
+matched events' neighbourhood (KG_sub), reasoning paths between consecutive aligned entities
+and the order evidence fills a budget in are plain functions of an ``EventGraphView``, so they
+can be tested without llama-index. Choices the paper leaves open (``docs/design/
+event_graph_plan.md`` §3.4):
+
+- alignment puts name matches before cosine ones: an exact alias, then a shared short form
+  ("Harry" ~ "Harry Potter", ``linking.name_variants``), then the cosine of the name's
+  embedding with the entity's; embeddings of bare names are too weak to rank alone. The
+  relevance order the paths follow is the named entities in the question's order, then the
+  cosine-only ones, so e1→e2 joins the entities the question names, not a weak neighbour;
+- paths run on the entity graph without event nodes (the paper's "temporary graph"): the
+  ``co_mention`` links between entities and the cross-document ``same_entity`` links. A path
+  is a fewest-hops path of at most ``max_path_length`` edges; among equally short ones the
+  strongest (least total ``1 / weight``; a same-entity hop costs nothing) wins, so it follows
+  the pairs mentioned together most often.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Callable, Hashable, Iterable, Literal, Optional, Sequence, TypeVar
+
+import networkx as nx
+import numpy as np
+
+from llama_index_e2rag.extract.linking import name_variants
+from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, normalize_text
+
+MatchKind = Literal["exact", "variant", "cosine"]
+#: Equally short candidate paths compared per pair (a dense graph may have very many).
+MAX_TIED_PATHS = 64
+#: ``event_graph`` attrs of the entity-to-entity edges paths may use, and the hop they make.
+LINK_KINDS = {"entity_link": "co_mention", "same_entity": "same_entity"}
+_TIERS: tuple[MatchKind, ...] = ("exact", "variant", "cosine")
+T = TypeVar("T")
+
+
+def _unit_cosines(matrix: np.ndarray, vector: Sequence[float]) -> np.ndarray:
+    """Cosines of a vector with unit rows (zeros when the rows have no dimension)."""
+    if matrix.shape[0] == 0 or matrix.shape[1] == 0:
+        return np.zeros(matrix.shape[0], dtype=np.float32)
+    q = np.asarray(vector, dtype=np.float32)
+    return matrix @ (q / (np.linalg.norm(q) or 1.0))
+
+
+def aliases(entity: GraphNode) -> list[str]:
+    """An entity's names: its own first, then its members' (``attrs["aliases"]``)."""
+    names = [entity.name or entity.text] + [str(a) for a in entity.attrs.get("aliases") or []]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+@dataclass
+class EventGraphView:
+    """The event graph as arrays: entity rows, event rows, participants and the entity graph.
+
+    ``entity_vectors`` / ``event_vectors`` are unit rows aligned with ``entities`` / ``events``
+    (zeros for a node without a vector); ``participants[event id]`` lists the entities taking
+    part, in entity row order; ``graph`` holds every entity and only entity-entity links.
+    """
+
+    entities: list[GraphNode]
+    entity_vectors: np.ndarray
+    events: list[GraphNode]
+    event_vectors: np.ndarray
+    participants: dict[str, list[str]]
+    graph: nx.Graph
+    _row: dict[str, int] = field(init=False, repr=False)
+    _exact: list[frozenset[str]] = field(init=False, repr=False)
+    _variants: list[frozenset[str]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._row = {e.id: i for i, e in enumerate(self.entities)}
+        self._exact = [frozenset(normalize_text(a) for a in aliases(e)) for e in self.entities]
+        self._variants = [
+            frozenset(v for a in aliases(e) for v in name_variants(a, _type(e)))
+            for e in self.entities
+        ]
+
+    def entity(self, entity_id: str) -> GraphNode:
+        """The entity node of ``entity_id``."""
+        return self.entities[self._row[entity_id]]
+
+    def name_match(self, row: int, name: str) -> Optional[MatchKind]:
+        """How ``name`` names entity ``row``: an alias exactly, a shared short form, or not."""
+        if normalize_text(name) in self._exact[row]:
+            return "exact"
+        wanted = set(name_variants(name, _type(self.entities[row])))
+        return "variant" if wanted & self._variants[row] else None
+
+
+def _type(entity: GraphNode) -> Optional[str]:
+    value = entity.attrs.get("entity_type")
+    return str(value) if value else None
+
+
+@dataclass(frozen=True)
+class Aligned:
+    """An entity row aligned with a query entity name (``query``: its position in the list)."""
+
+    idx: int
+    score: float
+    match: MatchKind
+    query: int
+
+
+@dataclass(frozen=True)
+class Matched:
+    """An event row matched by a sub-query (``sub_query``: its position in the list)."""
+
+    idx: int
+    score: float
+    sub_query: int
+
+
+@dataclass(frozen=True)
+class Path:
+    """A reasoning path: entity ids from one aligned entity to the next, and each hop's kind
+    (``co_mention`` or ``same_entity``); ``pair`` are the two ends' positions in the aligned
+    list."""
+
+    entities: tuple[str, ...]
+    hops: tuple[str, ...]
+    pair: tuple[int, int]
+
+
+def align_entities(
+    view: EventGraphView, names: Sequence[str], vectors: Sequence[Sequence[float]], top_k: int
+) -> list[Aligned]:
+    """Local entity alignment: each query entity name's ``top_k`` entities (an exact alias, then
+    a shared short form, then by cosine), in relevance order: the entities a name names, in the
+    names' order, then those found by cosine alone (best first); each entity once."""
+    candidates: list[tuple[tuple[int, int, int, float, int], Aligned]] = []
+    for q, (name, vector) in enumerate(zip(names, vectors)):
+        cosines = _unit_cosines(view.entity_vectors, vector)
+        ranked = sorted(
+            (_TIERS.index(view.name_match(row, name) or "cosine"), -float(cosines[row]), row)
+            for row in range(len(view.entities))
+        )
+        for tier, negative, row in ranked[:top_k]:
+            named = 0 if tier < _TIERS.index("cosine") else 1
+            key = (named, q if named == 0 else 0, tier, negative, row)
+            candidates.append((key, Aligned(row, -negative, _TIERS[tier], q)))
+    found: dict[int, Aligned] = {}
+    for _, aligned in sorted(candidates, key=lambda c: c[0]):
+        found.setdefault(aligned.idx, aligned)
+    return list(found.values())
+
+
+def match_events(
+    view: EventGraphView, vectors: Sequence[Sequence[float]], top_k: int
+) -> list[Matched]:
+    """Global event matching: per sub-query, in order, its ``top_k`` events by cosine (best
+    first); an event matched by an earlier sub-query is not repeated."""
+    found: dict[int, Matched] = {}
+    for q, vector in enumerate(vectors):
+        cosines = _unit_cosines(view.event_vectors, vector)
+        for row in sorted(range(len(view.events)), key=lambda r: (-float(cosines[r]), r))[:top_k]:
+            found.setdefault(row, Matched(row, float(cosines[row]), q))
+    return list(found.values())
+
+
+def kg_sub(view: EventGraphView, events: Sequence[Matched]) -> list[tuple[str, Matched]]:
+    """The matched events' neighbouring entities (KG_sub), each once with the first event that
+    reached it, in event order."""
+    found: dict[str, Matched] = {}
+    for matched in events:
+        for entity_id in view.participants.get(view.events[matched.idx].id, []):
+            found.setdefault(entity_id, matched)
+    return list(found.items())
+
+
+def entity_graph(entity_ids: Iterable[str], edges: Iterable[GraphEdge]) -> nx.Graph:
+    """The graph paths are searched on: every entity, and of ``edges`` only the entity-entity
+    ``co_mention`` (``entity_link``) and ``instance_of`` (``same_entity``) links. Edges to or
+    from anything else (events, mentions) are left out, so no path passes an event."""
+    graph = nx.Graph()
+    graph.add_nodes_from(entity_ids)
+    kinds = {EdgeKind.CO_MENTION: "entity_link", EdgeKind.INSTANCE_OF: "same_entity"}
+    for edge in edges:
+        link = edge.attrs.get("event_graph")
+        if kinds.get(edge.kind) != link or edge.source == edge.target:
+            continue
+        if edge.source not in graph or edge.target not in graph:
+            continue
+        weight = float(edge.attrs.get("weight") or 1.0)
+        cost = 0.0 if link == "same_entity" else 1.0 / max(weight, 1e-9)
+        old = graph.get_edge_data(edge.source, edge.target)
+        if old is None or cost < old["cost"]:
+            graph.add_edge(edge.source, edge.target, cost=cost, hop=LINK_KINDS[link])
+    return graph
+
+
+def shortest_path(
+    graph: nx.Graph, source: str, target: str, max_path_length: int
+) -> Optional[list[str]]:
+    """The strongest fewest-hops path of at most ``max_path_length`` edges, or None."""
+    if source == target or source not in graph or target not in graph:
+        return None
+    try:
+        hops = nx.shortest_path_length(graph, source, target)
+    except nx.NetworkXNoPath:
+        return None
+    if hops > max_path_length:
+        return None
+    candidates = islice(nx.all_shortest_paths(graph, source, target), MAX_TIED_PATHS)
+
+    def cost(path: list[str]) -> tuple[float, list[str]]:
+        return sum(graph[a][b]["cost"] for a, b in zip(path, path[1:])), path
+
+    return min(candidates, key=cost)
+
+
+def reasoning_paths(
+    graph: nx.Graph, aligned: Sequence[str], max_path_length: int
+) -> list[Path]:
+    """Paths e1→e2, e2→e3, … between consecutive aligned entities (relevance order); a pair
+    without a path within ``max_path_length`` edges has none, and a path found twice is kept
+    once."""
+    paths: list[Path] = []
+    seen: set[tuple[str, ...]] = set()
+    for i in range(len(aligned) - 1):
+        found = shortest_path(graph, aligned[i], aligned[i + 1], max_path_length)
+        if found is None or tuple(found) in seen or tuple(reversed(found)) in seen:
+            continue
+        seen.add(tuple(found))
+        hops = tuple(graph[a][b]["hop"] for a, b in zip(found, found[1:]))
+        paths.append(Path(tuple(found), hops, (i, i + 1)))
+    return paths
+
+
+def evidence_order(
+    chunks: Sequence[T],
+    events: Sequence[T],
+    paths: Sequence[T],
+    entities: Sequence[T],
+    neighbours: Sequence[T],
+    key: Callable[[T], Hashable],
+) -> list[T]:
+    """The order evidence fills a budget in (plan §3.4): the best chunk, the matched events,
+    the paths, the aligned entities, the events' other neighbours (KG_sub), the other chunks;
+    each item once (first place wins)."""
+    ordered: dict[Hashable, T] = {}
+    for item in [*chunks[:1], *events, *paths, *entities, *neighbours, *chunks[1:]]:
+        ordered.setdefault(key(item), item)
+    return list(ordered.values())

@@ -1,0 +1,445 @@
+"""``event_graph`` mode: E²GraphRAG's retrieval (paper 001, §3.2) over the stores.
+
+The question's chunks come from the chunk vectors; one LLM call (figure 7) drafts an answer
+from them and decomposes the question into entity names and event-centred sub-queries (or,
+offline, the question's parse does: its entity phrases and clauses). The ranking
+(``ranking.event_graph``) aligns the names with entity nodes, matches the sub-queries to events,
+adds the events' neighbours and the reasoning paths between the aligned entities; this module
+reads the graph into that view (once per store state) and turns the evidence into nodes. Every
+node carries the decomposition (metadata ``decomposition``), so the two-stage engine
+(``event_graph_engine``) enriches the draft without asking for it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Hashable, Literal, Optional, Sequence
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.schema import (
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+    TextNode,
+)
+
+from llama_index_e2rag.context import EVIDENCE_KEY, POS_KEY, POSITION_KEY, format_position
+from llama_index_e2rag.errors import E2RAGError, LLMOutputError, LLMTimeoutError, MissingModelError
+from llama_index_e2rag.extract.event_graph.prompts import (
+    EVENTGRAPH_DECOMPOSE,
+    parse_decomposition,
+)
+from llama_index_e2rag.llm import run_sync
+from llama_index_e2rag.ranking.event_graph import (
+    Aligned,
+    EventGraphView,
+    Matched,
+    Path,
+    align_entities,
+    entity_graph,
+    evidence_order,
+    kg_sub,
+    match_events,
+    reasoning_paths,
+)
+from llama_index_e2rag.retrievers.base import StoresRetriever
+from llama_index_e2rag.retrievers.budget import check_budget, within_budget
+from llama_index_e2rag.retrievers.vector import chunk_metadata, chunk_result
+from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, sort_by_position
+from llama_index_e2rag.state_cache import StateCache
+from llama_index_e2rag.stores import Stores
+
+if TYPE_CHECKING:
+    from llama_index_e2rag.extract.grounded import GroundedExtractor
+    from llama_index_e2rag.llm import LLMRunner
+
+DecomposeMode = Literal["auto", "llm", "parse"]
+#: How a decomposition was made: the LLM's; the query's parse; the LLM's draft with the parse
+#: (its JSON was unreadable); the parse after the LLM call failed.
+DecomposedBy = Literal["llm", "parse", "llm_draft+parse", "parse_after_llm_error"]
+#: Metadata the LLM reads; every other key of ours is bookkeeping, hidden from LLM and embedding.
+_SHOWN = ("label", "evidence_role", POSITION_KEY)
+#: Words of an entity's description shown under a path.
+SHORT_DESCRIPTION_WORDS = 25
+logger = logging.getLogger(__name__)
+
+
+class EventGraphMissingError(E2RAGError, ValueError):
+    """E²GraphRAG retrieval was asked of an index built without ``EventGraphBuilder``."""
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """The draft answer, the question's entity names and sub-queries, and how they were made."""
+
+    draft: str
+    entities: list[str]
+    sub_queries: list[str]
+    how: DecomposedBy
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """A retrieved chunk: its graph node, its ``TextNode`` and its cosine with the question."""
+
+    graph_node: GraphNode
+    node: TextNode
+    score: float
+
+
+def _is_entity(node: GraphNode) -> bool:
+    return node.kind == NodeKind.ENTITY and node.attrs.get("event_graph") == "entity"
+
+
+def _build(stores: Stores, state: Hashable) -> EventGraphView:
+    """Read entities, events (``graph_event`` nodes, else the ``event`` nodes lifted to an
+    entity), participation and the entity links once per store state."""
+    graph = stores.graph
+    entities = sort_by_position(n for n in graph.nodes(NodeKind.ENTITY) if _is_entity(n))
+    row = {e.id: i for i, e in enumerate(entities)}
+    participates = [
+        e for e in graph.edges(EdgeKind.PARTICIPATES)
+        if e.source in row and e.attrs.get("event_graph") in ("lifted", "extracted")
+    ]
+    events = sort_by_position(graph.nodes(NodeKind.GRAPH_EVENT))
+    if not events:
+        lifted = sorted({e.target for e in participates if e.attrs.get("event_graph") == "lifted"})
+        events = sort_by_position(n for n in graph.get_nodes(lifted) if n.kind == NodeKind.EVENT)
+    event_ids = {e.id for e in events}
+    participants: dict[str, list[str]] = {}
+    for edge in participates:
+        if edge.target in event_ids:
+            participants.setdefault(edge.target, []).append(edge.source)
+    participants = {k: sorted(set(v), key=row.__getitem__) for k, v in participants.items()}
+    links = graph.edges(EdgeKind.CO_MENTION) + graph.edges(EdgeKind.INSTANCE_OF)
+    return EventGraphView(
+        entities=entities,
+        entity_vectors=stores.matrix(entities),
+        events=events,
+        event_vectors=stores.matrix(events),
+        participants=participants,
+        graph=entity_graph(row, links),
+    )
+
+
+_VIEW: StateCache[EventGraphView] = StateCache(_build)
+
+
+class EventGraphRetriever(StoresRetriever):
+    """Chunks, matched events, reasoning paths and aligned entities of the event graph.
+
+    Args:
+        chunk_top_k: chunks by dense similarity (the context of the draft, and evidence);
+            ``similarity_top_k`` is an alias, for the CLI's ``--top-k``.
+        entity_top_k: entities aligned per query entity name.
+        event_top_k: events matched per sub-query.
+        max_path_length: most edges of a reasoning path between two aligned entities.
+        decompose: "llm" (figure 7 through the index's LLM: draft + entities + sub-queries),
+            "parse" (the question's entity phrases and clauses, no draft), "auto" (the LLM when
+            there is one). An unreadable LLM answer keeps its draft and uses the parse.
+        budget_words: fill this many words in evidence order (no sentence twice).
+        parser: the question parser for "parse" (default: a new ``GroundedExtractor``).
+        decompose_prompt: replaces ``DECOMPOSE_PROMPT`` (variables ``question``, ``evidence``).
+    """
+
+    def __init__(
+        self,
+        stores: Stores,
+        embed_model: BaseEmbedding,
+        llm_runner: Optional["LLMRunner"] = None,
+        *,
+        chunk_top_k: int = 5,
+        similarity_top_k: Optional[int] = None,
+        entity_top_k: int = 2,
+        event_top_k: int = 3,
+        max_path_length: int = 4,
+        decompose: DecomposeMode = "auto",
+        budget_words: Optional[int] = None,
+        parser: Optional["GroundedExtractor"] = None,
+        decompose_prompt: Any = None,
+        callback_manager: Optional[CallbackManager] = None,
+        verbose: bool = False,
+    ) -> None:
+        check_budget(budget_words)
+        chunk_top_k = similarity_top_k if similarity_top_k is not None else chunk_top_k
+        for name, value in (("chunk_top_k", chunk_top_k), ("entity_top_k", entity_top_k),
+                            ("event_top_k", event_top_k), ("max_path_length", max_path_length)):
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        if decompose not in ("auto", "llm", "parse"):
+            raise ValueError(f"decompose must be one of auto, llm, parse; got {decompose!r}")
+        if decompose == "llm" and llm_runner is None:
+            raise MissingModelError(
+                "decompose='llm' needs an LLM: pass llm= to the index, or use decompose='parse' "
+                "to decompose the question without one"
+            )
+        if not _VIEW.get(stores).entities:
+            raise EventGraphMissingError(
+                "this index has no event graph (no entity nodes); build it with "
+                "E2RAGIndex.from_documents(docs, doc_builders=[EventGraphBuilder()]) "
+                "(from llama_index_e2rag import EventGraphBuilder), or `e2rag index "
+                "--event-graph` on the command line, to use mode='event_graph'"
+            )
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._stores = stores
+        self._embed_model = embed_model
+        self._llm_runner = llm_runner if decompose != "parse" else None
+        self._parser = parser
+        self._decompose_prompt = decompose_prompt
+        self.chunk_top_k = chunk_top_k
+        self.entity_top_k = entity_top_k
+        self.event_top_k = event_top_k
+        self.max_path_length = max_path_length
+        self.decompose = decompose
+        self.budget_words = budget_words
+
+    def _get_prompts(self) -> PromptDictType:
+        from llama_index_e2rag.extract.event_graph.prompts import DECOMPOSE_PROMPT
+
+        return {"decompose_prompt": self._decompose_prompt or DECOMPOSE_PROMPT}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        self._decompose_prompt = prompts_dict.get("decompose_prompt", self._decompose_prompt)
+
+    # -- llama-index entry points -------------------------------------------------------------
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query = query_bundle.query_str
+        q_vec = query_bundle.embedding or self._embed_model.get_query_embedding(query)
+        view = _VIEW.get(self._stores)
+        chunks = self._chunks(self._stores.search(NodeKind.CHUNK, q_vec, self.chunk_top_k))
+        if self._llm_runner is not None:
+            decomposition = run_sync(self._llm_decompose(query, chunks))
+        else:
+            decomposition = self._parse(query, "", "parse")
+        texts = decomposition.entities + decomposition.sub_queries
+        vectors = [self._embed_model.get_query_embedding(t) for t in texts]
+        return self._results(view, chunks, decomposition, vectors)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query = query_bundle.query_str
+        q_vec = query_bundle.embedding or await self._embed_model.aget_query_embedding(query)
+        view = await asyncio.to_thread(_VIEW.get, self._stores)
+        hits = await self._stores.asearch(NodeKind.CHUNK, q_vec, self.chunk_top_k)
+        chunks = await asyncio.to_thread(self._chunks, hits)
+        if self._llm_runner is not None:
+            decomposition = await self._llm_decompose(query, chunks)
+        else:
+            decomposition = await asyncio.to_thread(self._parse, query, "", "parse")
+        texts = decomposition.entities + decomposition.sub_queries
+        vectors = list(
+            await asyncio.gather(*(self._embed_model.aget_query_embedding(t) for t in texts))
+        )
+        return await asyncio.to_thread(self._results, view, chunks, decomposition, vectors)
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _chunks(self, hits: Sequence[Any]) -> list[_Chunk]:
+        """The hits' chunks, best first."""
+        scores = {hit.id: hit.score for hit in hits}
+        pairs = self._stores.chunk_pairs(list(scores))
+        chunks = [_Chunk(g, n, float(scores[n.node_id])) for g, n in pairs]
+        return sorted(chunks, key=lambda c: (-c.score, c.node.node_id))
+
+    def _parse(self, query: str, draft: str, how: DecomposedBy) -> Decomposition:
+        """The offline decomposition: the question's entity phrases and its clauses."""
+        if self._parser is None:
+            from llama_index_e2rag.retrievers.parsing import extractors_parser
+
+            self._parser = extractors_parser(())
+        entities, sub_queries = self._parser.parse_query(query)
+        return Decomposition(draft, entities, sub_queries, how)
+
+    async def _llm_decompose(self, query: str, chunks: Sequence[_Chunk]) -> Decomposition:
+        """Figure 7: the draft and the decomposition in one call; an unreadable JSON block keeps
+        the draft and decomposes by the parse, a failed call decomposes by the parse alone."""
+        prompt = self._get_prompts()["decompose_prompt"]
+        try:
+            answer = await self._llm_runner.acomplete(  # type: ignore[union-attr]
+                prompt, kind=EVENTGRAPH_DECOMPOSE, question=query, evidence=chunk_context(chunks)
+            )
+        except (LLMOutputError, LLMTimeoutError) as exc:
+            logger.warning("query decomposition failed (%s); parsing the question", exc)
+            return await asyncio.to_thread(self._parse, query, "", "parse_after_llm_error")
+        try:
+            draft, parsed = parse_decomposition(answer)
+        except LLMOutputError as exc:
+            logger.warning("unreadable query decomposition (%s); parsing the question", exc)
+            return await asyncio.to_thread(
+                self._parse, query, _draft_of(answer), "llm_draft+parse"
+            )
+        return Decomposition(draft, parsed.entities, parsed.sub_queries or [query.strip()], "llm")
+
+    def _results(
+        self,
+        view: EventGraphView,
+        chunks: list[_Chunk],
+        decomposition: Decomposition,
+        vectors: list[list[float]],
+    ) -> list[NodeWithScore]:
+        """Align, match, find paths, order the evidence, cut to the budget, story order."""
+        n_entities = len(decomposition.entities)
+        aligned = align_entities(
+            view, decomposition.entities, vectors[:n_entities], self.entity_top_k
+        )
+        events = match_events(view, vectors[n_entities:], self.event_top_k)
+        neighbours = kg_sub(view, events)
+        paths = reasoning_paths(
+            view.graph, [view.entities[a.idx].id for a in aligned], self.max_path_length
+        )
+        used = [view.events[m.idx] for m in events] + [view.entities[a.idx] for a in aligned]
+        used += [view.entity(e) for e, _ in neighbours]
+        used += [view.entity(e) for p in paths for e in p.entities[:1]]
+        sources = chunk_metadata(self._stores, [n.chunk_id for n in used])
+        items = _Items(view, decomposition, sources)
+        ranked = evidence_order(
+            [items.chunk(i, c) for i, c in enumerate(chunks)],
+            [items.event(i, m) for i, m in enumerate(events)],
+            [items.path(i, p, aligned) for i, p in enumerate(paths)],
+            [
+                items.entity(i, view.entities[a.idx], a.score, {"match": a.match})
+                for i, a in enumerate(aligned)
+            ],
+            [
+                items.entity(len(aligned) + i, view.entity(e), m.score,
+                             {"match": "event_neighbour", "event_id": view.events[m.idx].id})
+                for i, (e, m) in enumerate(neighbours)
+            ],
+            key=lambda n: n.node.node_id,
+        )
+        for rank, item in enumerate(ranked):
+            item.node.metadata["rank"] = rank
+        nodes = within_budget(ranked, self.budget_words)
+        nodes.sort(key=lambda n: (tuple(n.node.metadata[POS_KEY]), n.node.node_id))
+        return nodes
+
+
+def chunk_context(chunks: Sequence[_Chunk]) -> str:
+    """Figure 7's ``{evidence}``: the chunks best first, labelled ``C_1``… with positions."""
+    return "\n\n".join(
+        f"[C_{i}] ({format_position(c.graph_node.pos)})\n{c.node.get_content()}"
+        for i, c in enumerate(chunks, start=1)
+    )
+
+
+def _draft_of(answer: str) -> str:
+    """The text before an unreadable JSON block (its fence, else its first brace)."""
+    cut = answer.find("```")
+    cut = cut if cut >= 0 else answer.find("{")
+    return (answer[:cut] if cut >= 0 else answer).strip()
+
+
+def short_description(entity: GraphNode) -> str:
+    """An entity's description to its first sentence (no final stop), at most
+    ``SHORT_DESCRIPTION_WORDS`` words."""
+    first = str(entity.attrs.get("description") or "").split(". ", 1)[0].strip().rstrip(".")
+    words = first.split()
+    if len(words) > SHORT_DESCRIPTION_WORDS:
+        return " ".join(words[:SHORT_DESCRIPTION_WORDS]) + " …"
+    return first
+
+
+def _described(entity: GraphNode) -> str:
+    """``name (short description)`` on a path: one sentence for the whole path, so the budget
+    never takes it for a repeat of the entity's own item."""
+    short = short_description(entity)
+    return f"{entity.name} ({short})" if short else str(entity.name)
+
+
+class _Items:
+    """Builds one evidence node per chunk, event, path or entity."""
+
+    def __init__(
+        self,
+        view: EventGraphView,
+        decomposition: Decomposition,
+        sources: dict[str, dict[str, Any]],
+    ) -> None:
+        self._view = view
+        self._decomposition = decomposition.as_dict()
+        self._sources = sources
+
+    def _common(self, role: str, label: str, kind: str, evidence: list[str]) -> dict[str, Any]:
+        return {
+            "evidence_role": role,
+            "label": label,
+            "kind": kind,
+            EVIDENCE_KEY: evidence,
+            "decomposition": self._decomposition,
+        }
+
+    def chunk(self, i: int, chunk: _Chunk) -> NodeWithScore:
+        ours = self._common("chunk", f"C_{i + 1}", NodeKind.CHUNK.value, [chunk.node.node_id])
+        item = chunk_result(chunk.node, chunk.graph_node, chunk.score, ours)
+        hidden = [k for k in ours if k not in _SHOWN]
+        node = item.node
+        node.excluded_llm_metadata_keys = list(
+            dict.fromkeys([*node.excluded_llm_metadata_keys, *hidden, "rank"])
+        )
+        node.excluded_embed_metadata_keys = list(
+            dict.fromkeys([*node.excluded_embed_metadata_keys, *hidden, "rank", *_SHOWN])
+        )
+        return item
+
+    def event(self, i: int, matched: Matched) -> NodeWithScore:
+        event = self._view.events[matched.idx]
+        date = event.attrs.get("date")
+        text = f"{event.text} (date: {date})" if date else event.text
+        members = self._view.participants.get(event.id, [])
+        ours = self._common("event", f"Event {i + 1}", event.kind.value, [event.id, *members])
+        ours.update(
+            sub_query=self._decomposition["sub_queries"][matched.sub_query],
+            participants=[self._view.entity(m).name for m in members],
+            date=date,
+        )
+        return self._node(event.id, event, text, matched.score, ours)
+
+    def entity(
+        self, i: int, entity: GraphNode, score: float, extra: dict[str, Any]
+    ) -> NodeWithScore:
+        description = str(entity.attrs.get("description") or "")
+        text = f"{entity.name}: {description}" if description else str(entity.name)
+        ours = self._common("entity", f"Entity {i + 1}", entity.kind.value, [entity.id])
+        ours.update(name=entity.name, entity_type=entity.attrs.get("entity_type"), **extra)
+        return self._node(entity.id, entity, text, score, ours)
+
+    def path(self, i: int, path: Path, aligned: Sequence[Aligned]) -> NodeWithScore:
+        nodes = [self._view.entity(e) for e in path.entities]
+        text = _described(nodes[0])
+        for hop, node in zip(path.hops, nodes[1:]):
+            text += f" {'=' if hop == 'same_entity' else '—'} {_described(node)}"
+        ours = self._common("path", f"Path {i + 1}", "path", list(path.entities))
+        ours.update(path=list(path.entities), hops=list(path.hops))
+        score = min(aligned[path.pair[0]].score, aligned[path.pair[1]].score)
+        key = hashlib.sha1("\x1f".join(path.entities).encode()).hexdigest()[:20]
+        return self._node(f"eventgraph_path-{key}", nodes[0], text, score, ours)
+
+    def _node(
+        self, node_id: str, anchor: GraphNode, text: str, score: float, ours: dict[str, Any]
+    ) -> NodeWithScore:
+        """A graph item as a ``TextNode`` at ``anchor``'s place, with its source's metadata."""
+        ours.update({
+            POS_KEY: list(anchor.pos),
+            POSITION_KEY: format_position(anchor.pos),
+            "doc_id": anchor.doc_id,
+            "chunk_id": anchor.chunk_id,
+            "similarity": score,
+        })
+        metadata = {**self._sources.get(anchor.chunk_id or "", {}), **ours}
+        hidden = [k for k in ours if k not in _SHOWN] + ["rank"]
+        text_node = TextNode(
+            id_=node_id,
+            text=text,
+            metadata=metadata,
+            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=anchor.doc_id)},
+            excluded_llm_metadata_keys=hidden,
+            excluded_embed_metadata_keys=hidden + list(_SHOWN),
+        )
+        return NodeWithScore(node=text_node, score=score)
