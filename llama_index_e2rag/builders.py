@@ -31,12 +31,25 @@ Three optional extensions, all duck-typed so a plain ``abuild`` stays enough:
 from __future__ import annotations
 
 import importlib
-from typing import Any, Iterable, Protocol, Sequence, Union, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Iterable,
+    Optional,
+    Protocol,
+    Sequence,
+    Union,
+    runtime_checkable,
+)
 
 from llama_index.core.schema import Document, TextNode
 
+from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import GraphEdge, GraphNode
+
+if TYPE_CHECKING:
+    from llama_index_e2rag.llm import LLMRunner
 
 #: ``{"chunk_id": ..., "reason": ...}``: a part of a document a builder could not process.
 BuildFailure = dict[str, str]
@@ -76,6 +89,43 @@ class DocumentBuilder(Protocol):
         chunks: Sequence[TextNode],
         graph: GraphStore,
     ) -> BuildResult: ...
+
+
+class OptionalLLM:
+    """For builders whose LLM is optional (a setting "auto" | "llm" | an LLM-free choice): the
+    index's runner is adopted unless one was given, else an LLM is resolved once, on first need
+    (``Settings.llm``, ``OPENAI_API_KEY``), so an LLM passed only to the index is still seen."""
+
+    llm_runner: Optional["LLMRunner"]
+
+    def _keep_runner(self, runner: Optional["LLMRunner"]) -> None:
+        self.llm_runner = runner
+        self._explicit_runner = self._runner_resolved = runner is not None
+
+    def use_llm_runner(self, runner: Optional["LLMRunner"]) -> None:
+        """Adopt the index's runner (cache, stats, retries) unless one was given explicitly."""
+        if not self._explicit_runner:
+            self.llm_runner = runner
+            self._runner_resolved = True
+
+    def _runner_for(self, setting: str, option: str, offline: str) -> Optional["LLMRunner"]:
+        """The runner for ``option`` set to ``setting``; None for its LLM-free path
+        (``offline``, which the error names when ``"llm"`` finds no model)."""
+        if setting not in ("auto", "llm"):
+            return None
+        if not self._runner_resolved:
+            from llama_index_e2rag.llm import LLMRunner, resolve_llm
+
+            llm = resolve_llm()
+            self.llm_runner = LLMRunner(llm) if llm is not None else None
+            self._runner_resolved = True
+        if self.llm_runner is None and setting == "llm":
+            raise MissingModelError(
+                f"{type(self).__name__}({option}='llm') needs an LLM: pass llm= to the index or "
+                "llm_runner=LLMRunner(llm), set Settings.llm or OPENAI_API_KEY, or use "
+                f"{option}='{offline}' for the LLM-free path"
+            )
+        return self.llm_runner
 
 
 def split_result(

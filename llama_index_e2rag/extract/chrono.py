@@ -22,8 +22,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.schema import BaseNode, MetadataMode
 from pydantic import BaseModel, Field
 
-from llama_index_e2rag.builders import BuildFailure
-from llama_index_e2rag.errors import MissingModelError
+from llama_index_e2rag.builders import BuildFailure, OptionalLLM
 from llama_index_e2rag.extract.base import chunk_doc_id, span_nodes
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, Span, make_id
@@ -131,7 +130,7 @@ class ChronoRelations(BaseModel):
     relations: list[ChronoRelation] = Field(default_factory=list)
 
 
-class ChronoLayerBuilder(PromptMixin):
+class ChronoLayerBuilder(OptionalLLM, PromptMixin):
     """Document builder adding ChronoRAG's layer 0 (chunks) and layer 1 (facts) to the graph.
 
     Pass it to the index: ``E2RAGIndex.from_documents(docs, doc_builders=[ChronoLayerBuilder()])``.
@@ -166,15 +165,13 @@ class ChronoLayerBuilder(PromptMixin):
             raise ValueError(f"group_size must be at least 1, got {group_size}")
         if facts not in ("auto", "llm", "events"):
             raise ValueError(f"facts must be 'auto', 'llm' or 'events', got {facts!r}")
-        self.llm_runner = llm_runner
+        self._keep_runner(llm_runner)
         self.chunk_tokens = chunk_tokens
         self.group_size = group_size
         self.facts = facts
         self.token_counter: TokenCounter = token_counter or approx_token_count
         self.summary_prompt = summary_prompt or CHRONO_SUMMARY_PROMPT
         self.relations_prompt = relations_prompt or CHRONO_RELATIONS_PROMPT
-        self._explicit_runner = llm_runner is not None
-        self._runner_resolved = llm_runner is not None
 
     def to_config(self) -> dict[str, Any]:
         """The JSON settings the index stores to rebuild this builder on load."""
@@ -187,16 +184,6 @@ class ChronoLayerBuilder(PromptMixin):
     @classmethod
     def from_config(cls, params: dict[str, Any]) -> "ChronoLayerBuilder":
         return cls(**params)
-
-    def use_llm_runner(self, runner: Optional["LLMRunner"]) -> None:
-        """Adopt the index's runner (cache, stats, retries) unless one was given explicitly.
-
-        Without this, ``facts="auto"`` resolves an LLM on its own (``Settings.llm``,
-        ``OPENAI_API_KEY``) and would not see an LLM passed only to the index.
-        """
-        if not self._explicit_runner:
-            self.llm_runner = runner
-            self._runner_resolved = True
 
     # -- prompts --------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
@@ -229,30 +216,13 @@ class ChronoLayerBuilder(PromptMixin):
         layer0 = self._layer0(text, doc_id, doc_order, chunks)
         if not layer0:
             return [], [], []
-        runner = self._resolve_runner()
+        runner = self._runner_for(self.facts, "facts", "events")
         failures: list[BuildFailure] = []
         if runner is not None:
             facts, edges = await self._llm_facts(runner, text, layer0, doc_id, doc_order, failures)
         else:
             facts, edges = self._event_facts(graph, layer0, doc_id, doc_order)
         return layer0 + facts, edges, failures
-
-    def _resolve_runner(self) -> Optional["LLMRunner"]:
-        """The runner used for layer 1, or None for the LLM-free (events) path."""
-        if self.facts == "events":
-            return None
-        if not self._runner_resolved:
-            from llama_index_e2rag.llm import LLMRunner, resolve_llm
-
-            llm = resolve_llm()
-            self.llm_runner = LLMRunner(llm) if llm is not None else None
-            self._runner_resolved = True
-        if self.llm_runner is None and self.facts == "llm":
-            raise MissingModelError(
-                "ChronoLayerBuilder(facts='llm') needs an LLM: pass llm_runner=LLMRunner(llm), set "
-                "Settings.llm or OPENAI_API_KEY, or use facts='events' for the LLM-free layer"
-            )
-        return self.llm_runner
 
     # -- layer 0 --------------------------------------------------------------------------------
     def _layer0(

@@ -19,6 +19,7 @@ import numpy as np
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
+from llama_index_e2rag.builders import OptionalLLM
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.event_graph.events_llm import EgoInput, extract_events
 from llama_index_e2rag.extract.event_graph.fusion import (
@@ -44,7 +45,7 @@ _EVENTS = ("auto", "llm", "frames")
 DEFAULT_THETA_MERGE = 0.5
 
 
-class EventGraphBuilder(PromptMixin):
+class EventGraphBuilder(OptionalLLM, PromptMixin):
     """Document builder writing E²GraphRAG's fused ``entity`` nodes and, with an LLM, its
     ``graph_event`` layer.
 
@@ -92,7 +93,7 @@ class EventGraphBuilder(PromptMixin):
             raise ValueError(
                 f"max_chunks_per_entity must be at least 1 or None, got {max_chunks_per_entity}"
             )
-        self.llm_runner = llm_runner
+        self._keep_runner(llm_runner)
         self.embed_model = embed_model
         self.theta_merge = theta_merge
         self.require_name_overlap = require_name_overlap
@@ -103,8 +104,6 @@ class EventGraphBuilder(PromptMixin):
         self.max_description_words = max_description_words
         self.max_listed_events = max_listed_events
         self.update_prompt = update_prompt or UPDATE_PROMPT
-        self._explicit_runner = llm_runner is not None
-        self._runner_resolved = llm_runner is not None
         self._explicit_embedding = embed_model is not None
 
     def to_config(self) -> dict[str, Any]:
@@ -124,34 +123,10 @@ class EventGraphBuilder(PromptMixin):
     def from_config(cls, params: dict[str, Any]) -> "EventGraphBuilder":
         return cls(**params)
 
-    def use_llm_runner(self, runner: Optional["LLMRunner"]) -> None:
-        """Adopt the index's runner (cache, stats, retries) unless one was given explicitly."""
-        if not self._explicit_runner:
-            self.llm_runner = runner
-            self._runner_resolved = True
-
     def use_embed_model(self, model: "BaseEmbedding") -> None:
         """Adopt the index's embedding model (fusion compares texts in the index's space)."""
         if not self._explicit_embedding:
             self.embed_model = model
-
-    def _runner(self) -> Optional["LLMRunner"]:
-        """The runner of the event pass, None for ``"frames"`` or when no LLM resolves."""
-        if self.events == "frames":
-            return None
-        if not self._runner_resolved:
-            from llama_index_e2rag.llm import LLMRunner, resolve_llm
-
-            llm = resolve_llm()
-            self.llm_runner = LLMRunner(llm) if llm is not None else None
-            self._runner_resolved = True
-        if self.llm_runner is None and self.events == "llm":
-            raise MissingModelError(
-                "EventGraphBuilder(events='llm') needs an LLM: pass llm= to the index or "
-                "llm_runner=LLMRunner(llm), set Settings.llm or OPENAI_API_KEY, or use "
-                "events='frames' for the LLM-free layer"
-            )
-        return self.llm_runner
 
     # -- prompts --------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
@@ -176,7 +151,7 @@ class EventGraphBuilder(PromptMixin):
         from llama_index_e2rag.extract.base import chunk_doc_id
 
         doc_id = chunk_doc_id(chunks[0]) if chunks else document.doc_id
-        runner = self._runner()
+        runner = self._runner_for(self.events, "events", "frames")
         groups = mention_groups(graph.nodes(NodeKind.MENTION, doc_id))
         if not groups:
             return [], [], []

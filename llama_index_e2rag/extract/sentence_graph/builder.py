@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional, Se
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
-from llama_index_e2rag.errors import MissingModelError
+from llama_index_e2rag.builders import OptionalLLM
 from llama_index_e2rag.extract.sentence_graph.bridges import (
     TopicText,
     co_entity_bridges,
@@ -69,7 +69,7 @@ _RELATIONS = ("auto", "llm", "parser")
 _BRIDGES = ("auto", "llm", "entities", "none")
 
 
-class SentenceGraphBuilder(PromptMixin):
+class SentenceGraphBuilder(OptionalLLM, PromptMixin):
     """Document builder writing SentGraph's sentence, topic, ``rst`` and ``bridge`` layers.
 
     ``E2RAGIndex.from_documents(docs, doc_builders=[SentenceGraphBuilder()])``; the index hands
@@ -127,7 +127,7 @@ class SentenceGraphBuilder(PromptMixin):
             raise ValueError(
                 f"max_bridges_per_topic must be at least 1, got {max_bridges_per_topic}"
             )
-        self.llm_runner = llm_runner
+        self._keep_runner(llm_runner)
         self.relations = relations
         self.bridges = bridges
         self.segment_sentences = segment_sentences
@@ -139,8 +139,6 @@ class SentenceGraphBuilder(PromptMixin):
         self.nn_prompt = nn_prompt or NN_PROMPT
         self.ns_prompt = ns_prompt or NS_PROMPT
         self.bridge_prompt = bridge_prompt or BRIDGE_PROMPT
-        self._explicit_runner = llm_runner is not None
-        self._runner_resolved = llm_runner is not None
 
     def to_config(self) -> dict[str, Any]:
         """The JSON settings the index stores to rebuild this builder on load."""
@@ -158,35 +156,6 @@ class SentenceGraphBuilder(PromptMixin):
     @classmethod
     def from_config(cls, params: dict[str, Any]) -> "SentenceGraphBuilder":
         return cls(**params)
-
-    def use_llm_runner(self, runner: Optional["LLMRunner"]) -> None:
-        """Adopt the index's runner (cache, stats, retries) unless one was given explicitly.
-
-        Without this, ``"auto"`` resolves an LLM on its own (``Settings.llm``,
-        ``OPENAI_API_KEY``) and would not see an LLM passed only to the index.
-        """
-        if not self._explicit_runner:
-            self.llm_runner = runner
-            self._runner_resolved = True
-
-    def _resolve_runner(self, setting: str, option: str, offline: str) -> Optional["LLMRunner"]:
-        """The runner for an ``option`` set to ``setting``, None for its LLM-free path
-        (``offline``, named in the error when ``"llm"`` finds no model)."""
-        if setting not in ("auto", "llm"):
-            return None
-        if not self._runner_resolved:
-            from llama_index_e2rag.llm import LLMRunner, resolve_llm
-
-            llm = resolve_llm()
-            self.llm_runner = LLMRunner(llm) if llm is not None else None
-            self._runner_resolved = True
-        if self.llm_runner is None and setting == "llm":
-            raise MissingModelError(
-                f"SentenceGraphBuilder({option}='llm') needs an LLM: pass llm= to the index or "
-                "llm_runner=LLMRunner(llm), set Settings.llm or OPENAI_API_KEY, or use "
-                f"{option}='{offline}' for the LLM-free path"
-            )
-        return self.llm_runner
 
     # -- prompts --------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
@@ -230,7 +199,7 @@ class SentenceGraphBuilder(PromptMixin):
         sentences = sentence_nodes(text, doc_id, doc_order, chunks)
         if not sentences:
             return [], [], []
-        runner = self._resolve_runner(self.relations, "relations", "parser")
+        runner = self._runner_for(self.relations, "relations", "parser")
         segments, entities, cues = await asyncio.to_thread(
             self._prepare, text, dict(document.metadata), doc_id, doc_order, sentences, graph
         )
@@ -356,7 +325,7 @@ class SentenceGraphBuilder(PromptMixin):
         """
         if self.bridges == "none":
             return {}, []
-        runner = self._resolve_runner(self.bridges, "bridges", "entities")
+        runner = self._runner_for(self.bridges, "bridges", "entities")
         batch_order = {doc_id: i for i, (doc_id, _) in enumerate(staged)}
         new = [t for doc_id, graph in staged for t in topic_texts(graph) if t.doc_id == doc_id]
         existing = topic_texts(committed, exclude=frozenset(batch_order))
