@@ -14,6 +14,12 @@ from typing import Any, Literal
 
 from llama_index_e2rag.context import format_position
 from llama_index_e2rag.errors import EntityLookupError
+from llama_index_e2rag.extract.event_graph.fusion import (
+    entity_names,
+    fused_entities,
+    is_fused_entity,
+    name_forms,
+)
 from llama_index_e2rag.extract.linking import name_variants
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import (
@@ -98,26 +104,14 @@ def entity_timeline(graph: GraphStore, name: str, *, doc_id: str | None = None) 
     return Timeline(entity=_entity(members), entries=tuple(ordered))
 
 
-def _is_entity(node: GraphNode) -> bool:
-    return node.kind == NodeKind.ENTITY and node.attrs.get("event_graph") == "entity"
-
-
-def _aliases(entity: GraphNode) -> list[str]:
-    """The entity's member names, its own name first when the aliases lack it."""
-    names = [str(a) for a in entity.attrs.get("aliases") or []]
-    return names if entity.name in names or not entity.name else [entity.name, *names]
-
-
 def _exact(query: str, entity: GraphNode) -> bool:
-    return normalize_text(query) in {normalize_text(a) for a in _aliases(entity)}
+    return name_forms(entity).match(query) == "exact"
 
 
 def _partial(query: str, entity: GraphNode) -> bool:
-    """A short form of the query equals a short form of an alias ("Hermione" ~ "Hermione
-    Granger"), read with the entity's type so person names get first/last-name forms."""
-    kind = entity.attrs.get("entity_type")
-    wanted = set(name_variants(query, kind))
-    return any(wanted & set(name_variants(alias, kind)) for alias in _aliases(entity))
+    """A short form of the query equals a short form of a name ("Hermione" ~ "Hermione
+    Granger")."""
+    return name_forms(entity).match(query) is not None
 
 
 def _component(graph: GraphStore, start: GraphNode) -> list[GraphNode]:
@@ -130,7 +124,7 @@ def _component(graph: GraphStore, start: GraphNode) -> list[GraphNode]:
                 continue
             for end in (edge.source, edge.target):
                 node = graph.get_node(end) if end not in found else None
-                if node is not None and _is_entity(node):
+                if node is not None and is_fused_entity(node):
                     found[end] = node
                     todo.append(end)
     return sort_by_position(found.values())
@@ -139,7 +133,7 @@ def _component(graph: GraphStore, start: GraphNode) -> list[GraphNode]:
 def _resolve(graph: GraphStore, name: str, doc_id: str | None) -> list[GraphNode]:
     """The members of the one entity component ``name`` names (exact aliases before short
     forms); refuses when it names none or several components."""
-    entities = [n for n in graph.nodes(kind=NodeKind.ENTITY) if _is_entity(n)]
+    entities = fused_entities(graph)
     if not entities:
         raise EntityLookupError(
             f"no entity named {name!r}: this store was built without the event graph; "
@@ -178,7 +172,7 @@ def _unknown(name: str, entities: list[GraphNode], doc_id: str | None) -> Entity
     pool = [e for e in entities if doc_id is None or e.doc_id == doc_id]
     owner: dict[str, str] = {}
     for entity in pool:
-        for alias in _aliases(entity):
+        for alias in entity_names(entity):
             for form in name_variants(alias, entity.attrs.get("entity_type")):
                 owner.setdefault(form, entity.name or alias)
     close = difflib.get_close_matches(
@@ -196,7 +190,7 @@ def _entity(members: list[GraphNode]) -> TimelineEntity:
     first = members[0]
     aliases: dict[str, str] = {}
     for member in members:
-        for alias in _aliases(member):
+        for alias in entity_names(member):
             aliases.setdefault(normalize_text(alias), alias)
     types = (m.attrs.get("entity_type") for m in members)
     return TimelineEntity(
@@ -228,7 +222,9 @@ def _event_entry(graph: GraphStore, event: GraphNode, member_ids: set[str]) -> T
     sources = graph.get_nodes(
         e.source for e in graph.edges_of(event.id, [EdgeKind.PARTICIPATES], "in")
     )
-    others = (n.name for n in sort_by_position(sources) if _is_entity(n) and n.id not in member_ids)
+    others = (
+        n.name for n in sort_by_position(sources) if is_fused_entity(n) and n.id not in member_ids
+    )
     date = event.attrs.get("date")
     return TimelineEntry(
         kind="event",

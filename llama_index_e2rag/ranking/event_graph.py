@@ -27,8 +27,8 @@ from typing import Callable, Hashable, Iterable, Literal, Optional, Sequence, Ty
 import networkx as nx
 import numpy as np
 
-from llama_index_e2rag.extract.linking import name_variants
-from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, normalize_text
+from llama_index_e2rag.extract.event_graph.fusion import NameForms, name_forms
+from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode
 
 MatchKind = Literal["exact", "variant", "cosine"]
 #: Equally short candidate paths compared per pair (a dense graph may have very many).
@@ -47,12 +47,6 @@ def _unit_cosines(matrix: np.ndarray, vector: Sequence[float]) -> np.ndarray:
     return matrix @ (q / (np.linalg.norm(q) or 1.0))
 
 
-def aliases(entity: GraphNode) -> list[str]:
-    """An entity's names: its own first, then its members' (``attrs["aliases"]``)."""
-    names = [entity.name or entity.text] + [str(a) for a in entity.attrs.get("aliases") or []]
-    return list(dict.fromkeys(n for n in names if n))
-
-
 @dataclass
 class EventGraphView:
     """The event graph as arrays: entity rows, event rows, participants and the entity graph.
@@ -69,16 +63,11 @@ class EventGraphView:
     participants: dict[str, list[str]]
     graph: nx.Graph
     _row: dict[str, int] = field(init=False, repr=False)
-    _exact: list[frozenset[str]] = field(init=False, repr=False)
-    _variants: list[frozenset[str]] = field(init=False, repr=False)
+    _forms: list[NameForms] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._row = {e.id: i for i, e in enumerate(self.entities)}
-        self._exact = [frozenset(normalize_text(a) for a in aliases(e)) for e in self.entities]
-        self._variants = [
-            frozenset(v for a in aliases(e) for v in name_variants(a, _type(e)))
-            for e in self.entities
-        ]
+        self._forms = [name_forms(e) for e in self.entities]
 
     def entity(self, entity_id: str) -> GraphNode:
         """The entity node of ``entity_id``."""
@@ -86,15 +75,7 @@ class EventGraphView:
 
     def name_match(self, row: int, name: str) -> Optional[MatchKind]:
         """How ``name`` names entity ``row``: an alias exactly, a shared short form, or not."""
-        if normalize_text(name) in self._exact[row]:
-            return "exact"
-        wanted = set(name_variants(name, _type(self.entities[row])))
-        return "variant" if wanted & self._variants[row] else None
-
-
-def _type(entity: GraphNode) -> Optional[str]:
-    value = entity.attrs.get("entity_type")
-    return str(value) if value else None
+        return self._forms[row].match(name)
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,10 @@ from llama_index.core.schema import (
 
 from llama_index_e2rag.context import EVIDENCE_KEY, POS_KEY, POSITION_KEY, format_position
 from llama_index_e2rag.errors import E2RAGError, LLMOutputError, LLMTimeoutError, MissingModelError
+from llama_index_e2rag.extract.event_graph.fusion import fused_entities
 from llama_index_e2rag.extract.event_graph.prompts import (
     EVENTGRAPH_DECOMPOSE,
+    draft_of,
     parse_decomposition,
 )
 from llama_index_e2rag.llm import run_sync
@@ -96,15 +98,11 @@ class _Chunk:
     score: float
 
 
-def _is_entity(node: GraphNode) -> bool:
-    return node.kind == NodeKind.ENTITY and node.attrs.get("event_graph") == "entity"
-
-
 def _build(stores: Stores, state: Hashable) -> EventGraphView:
     """Read entities, events (``graph_event`` nodes, else the ``event`` nodes lifted to an
     entity), participation and the entity links once per store state."""
     graph = stores.graph
-    entities = sort_by_position(n for n in graph.nodes(NodeKind.ENTITY) if _is_entity(n))
+    entities = sort_by_position(fused_entities(graph))
     row = {e.id: i for i, e in enumerate(entities)}
     participates = [
         e for e in graph.edges(EdgeKind.PARTICIPATES)
@@ -273,7 +271,7 @@ class EventGraphRetriever(StoresRetriever):
         except LLMOutputError as exc:
             logger.warning("unreadable query decomposition (%s); parsing the question", exc)
             return await asyncio.to_thread(
-                self._parse, query, _draft_of(answer), "llm_draft+parse"
+                self._parse, query, draft_of(answer), "llm_draft+parse"
             )
         return Decomposition(draft, parsed.entities, parsed.sub_queries or [query.strip()], "llm")
 
@@ -327,13 +325,6 @@ def chunk_context(chunks: Sequence[_Chunk]) -> str:
         f"[C_{i}] ({format_position(c.graph_node.pos)})\n{c.node.get_content()}"
         for i, c in enumerate(chunks, start=1)
     )
-
-
-def _draft_of(answer: str) -> str:
-    """The text before an unreadable JSON block (its fence, else its first brace)."""
-    cut = answer.find("```")
-    cut = cut if cut >= 0 else answer.find("{")
-    return (answer[:cut] if cut >= 0 else answer).strip()
 
 
 def short_description(entity: GraphNode) -> str:

@@ -24,6 +24,7 @@ from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.event_graph.events_llm import EgoInput, extract_events
 from llama_index_e2rag.extract.event_graph.fusion import (
     entity_layer,
+    fused_entities,
     mention_groups,
     same_entity_links,
 )
@@ -201,16 +202,12 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
         """Same-entity links from the batch's entities to every other document's, grouped by
         the (later) document owning each; committed versions of batch documents are skipped."""
         batch = {doc_id for doc_id, _ in staged}
-        new = [e for doc_id, graph in staged for e in _entities(graph) if e.doc_id == doc_id]
-        others = [e for e in _entities(committed) if e.doc_id not in batch]
+        new = [e for doc_id, graph in staged for e in fused_entities(graph) if e.doc_id == doc_id]
+        others = [e for e in fused_entities(committed) if e.doc_id not in batch]
         links: dict[str, list[GraphEdge]] = {}
         for link in same_entity_links(new, others):
             links.setdefault(link.doc_id, []).append(link)
         return links, []
-
-
-def _entities(graph: GraphStore) -> list[GraphNode]:
-    return [e for e in graph.nodes(NodeKind.ENTITY) if e.attrs.get("event_graph") == "entity"]
 
 
 def _chunk_weights(graph: GraphStore, edges: Sequence[GraphEdge]) -> dict[str, dict[str, int]]:

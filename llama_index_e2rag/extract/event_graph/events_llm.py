@@ -234,11 +234,11 @@ async def extract_events(
     """The document's ``graph_event`` nodes and edges from one update call per (entity, chunk).
 
     A call lists at most ``max_listed_events`` of R_event (None: all, as the paper): the events
-    already told in that chunk (what another entity's call found there, the likeliest to be
-    told again), then the entity's own events before its neighbours', each group nearest to the
-    chunk in the story first; the kept ones are shown in story order. Without a cap the list of a main character's ego
-    network grows with the book and every call re-sends it (measured: about 30,000 prompt
-    tokens per call on three short novels with the scripted LLM).
+    already told in that chunk (what another entity's call found there, the likeliest to be told
+    again), then the entity's own events before its neighbours', each group nearest to the chunk
+    in the story first; the kept ones are shown in story order. Without a cap the list of a main
+    character's ego network grows with the book and every call re-sends it (measured: about
+    30,000 prompt tokens per call on three short novels with the scripted LLM).
 
     ``prompt`` receives ``existing_events`` (``format_events``) and ``input_text``. An event's
     description is what the latest answer made of it, capped at ``max_description_words``

@@ -14,11 +14,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import combinations
-from typing import Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Literal, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.extract.linking import name_parts
+from llama_index_e2rag.extract.linking import name_parts, name_variants
 from llama_index_e2rag.schema import (
     EdgeKind,
     GraphEdge,
@@ -28,6 +28,9 @@ from llama_index_e2rag.schema import (
     normalize_text,
     sort_by_position,
 )
+
+if TYPE_CHECKING:
+    from llama_index_e2rag.graph.base import GraphStore
 
 #: Titles that mark a man or a woman; two names titled with different genders never fuse.
 MALE_TITLES = frozenset(
@@ -95,6 +98,54 @@ class Group:
             "f" for t in titles if t in FEMALE_TITLES
         }
         return tuple(core), frozenset(genders), person, type_key(self.entity_type)
+
+
+def is_fused_entity(node: GraphNode) -> bool:
+    """An ``entity`` node of this layer (other builders may write ``entity`` nodes too)."""
+    return node.kind == NodeKind.ENTITY and node.attrs.get("event_graph") == "entity"
+
+
+def fused_entities(graph: "GraphStore", doc_id: Optional[str] = None) -> list[GraphNode]:
+    """The layer's entities of ``graph`` (of one document when ``doc_id`` is given)."""
+    return [n for n in graph.nodes(NodeKind.ENTITY, doc_id) if is_fused_entity(n)]
+
+
+def entity_names(entity: GraphNode) -> list[str]:
+    """An entity's names: its own first, then its members' (``attrs["aliases"]``), once each."""
+    names = [entity.name or entity.text] + [str(a) for a in entity.attrs.get("aliases") or []]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+NameMatch = Literal["exact", "variant"]
+
+
+@dataclass(frozen=True)
+class NameForms:
+    """The forms a name of an entity is looked up by: its names normalised, and their short
+    forms read with the entity's type (``linking.name_variants``: first/last names of people)."""
+
+    entity_type: Optional[str]
+    exact: frozenset[str]
+    short: frozenset[str]
+
+    def match(self, name: str) -> Optional[NameMatch]:
+        """How ``name`` names the entity: a name exactly, a shared short form ("Hermione" ~
+        "Hermione Granger"), or not at all."""
+        if normalize_text(name) in self.exact:
+            return "exact"
+        return "variant" if set(name_variants(name, self.entity_type)) & self.short else None
+
+
+def name_forms(entity: GraphNode) -> NameForms:
+    """``NameForms`` of an entity node (the alignment and the timelines share them)."""
+    kind = entity.attrs.get("entity_type")
+    kind = str(kind) if kind else None
+    names = entity_names(entity)
+    return NameForms(
+        kind,
+        frozenset(key for key in map(normalize_text, names) if key),
+        frozenset(v for n in names for v in name_variants(n, kind)),
+    )
 
 
 def mention_groups(mentions: Iterable[GraphNode]) -> list[Group]:
@@ -414,11 +465,11 @@ def same_entity_links(
     new_ids = {e.id for e in new_entities}
     by_alias: dict[str, list[GraphNode]] = defaultdict(list)
     for entity in [*new_entities, *(e for e in other_entities if e.id not in new_ids)]:
-        for alias in _alias_keys(entity):
+        for alias in name_forms(entity).exact:
             by_alias[alias].append(entity)
     links: dict[tuple[str, str], GraphEdge] = {}
     for entity in new_entities:
-        for alias in _alias_keys(entity):
+        for alias in name_forms(entity).exact:
             for other in by_alias[alias]:
                 if other.doc_id == entity.doc_id or not _same_entity(entity, other):
                     continue
@@ -446,7 +497,3 @@ def _same_entity(a: GraphNode, b: GraphNode) -> bool:
     same_name = normalize_text(a.name or "") == normalize_text(b.name or "")
     return same_name or types_agree(type_a, type_b)
 
-
-def _alias_keys(entity: GraphNode) -> set[str]:
-    names = [*(entity.attrs.get("aliases") or []), entity.name or ""]
-    return {key for key in (normalize_text(str(n)) for n in names) if key}

@@ -114,18 +114,24 @@ class Decomposition(BaseModel):
 _FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
 
+def draft_of(answer: str) -> str:
+    """The draft: the text before the JSON block (its last well-formed fence, else the first
+    fence or brace, so a broken block still leaves the draft)."""
+    fenced = list(_FENCED_JSON.finditer(answer))
+    cut = fenced[-1].start() if fenced else answer.find("```")
+    cut = cut if cut >= 0 else answer.find("{")
+    return (answer[:cut] if cut >= 0 else answer).strip()
+
+
 def parse_decomposition(answer: str) -> tuple[str, Decomposition]:
-    """The draft answer (the text before the JSON block) and the block itself.
+    """The draft answer (``draft_of``) and the JSON block itself.
 
     Raises ``OutputParseError`` (``llm_parsing``) when no JSON object validates; the caller
     keeps the draft and decomposes the query without the LLM.
     """
     from llama_index_e2rag.llm_parsing import parse_json_output
 
-    fenced = list(_FENCED_JSON.finditer(answer))
-    cut = fenced[-1].start() if fenced else answer.rfind("{")
-    draft = answer[:cut].strip() if cut > 0 else ""
-    return draft, parse_json_output(answer, Decomposition)
+    return draft_of(answer), parse_json_output(answer, Decomposition)
 
 
 def format_events(events: list[tuple[str, str]]) -> str:
