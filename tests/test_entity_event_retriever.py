@@ -309,6 +309,11 @@ def test_ranking_module_expands_one_hop_and_reranks_contested_mentions() -> None
         ]
     )
     assert [n.id for n in one_hop(graph, ["m_late", "unknown"])] == ["m_late", "e_late"]
+    # another layer's participation (E²GraphRAG's entity -> event) is not E²RAG's hop
+    graph.upsert_nodes([node("n_hermione", NodeKind.ENTITY, 0, "Hermione")])
+    graph.upsert_edges([GraphEdge(source="n_hermione", target="e_late",
+                                  kind=EdgeKind.PARTICIPATES, doc_id="d")])
+    assert [n.id for n in one_hop(graph, ["e_late"])] == ["m_late", "e_late"]
     scores = {"m_early": 0.9, "m_late": 0.8, "m_ron": 0.85}
     linked = mention_events(graph, scores)
     assert linked == {"m_early": ["e_early"], "m_late": ["e_late"]}  # Ron is uncontested

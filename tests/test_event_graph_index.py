@@ -167,3 +167,4 @@ def test_the_query_engine_drafts_then_enriches_with_an_llm() -> None:
     assert calls["eventgraph_decompose"] == 1 and calls["eventgraph_enrich"] == 1
     assert response.source_nodes
     assert set(response.metadata) >= {"draft", "entities", "sub_queries"}
+

@@ -100,12 +100,20 @@ def _offer(best: dict[str, float], hits: Mapping[str, float]) -> None:
             best[node_id] = score
 
 
+#: The node kinds of E²RAG's bipartite graph.
+_BIPARTITE = (NodeKind.MENTION, NodeKind.EVENT)
+
+
 def one_hop(graph: GraphStore, seeds: Iterable[str]) -> list[GraphNode]:
-    """``V_q+``: the seeds plus their neighbours over bipartite ``participates`` edges."""
+    """``V_q+``: the seeds plus their neighbours over bipartite ``participates`` edges.
+
+    Only mentions and events are E²RAG's bipartite ends: other layers (E²GraphRAG's entities
+    and their events) use the same edge kind and are not followed."""
     found: dict[str, GraphNode] = {n.id: n for n in graph.get_nodes(seeds)}
     for seed_id in list(found):
         for neighbour in graph.neighbors(seed_id, [EdgeKind.PARTICIPATES]):
-            found.setdefault(neighbour.id, neighbour)
+            if neighbour.kind in _BIPARTITE:
+                found.setdefault(neighbour.id, neighbour)
     return sorted(found.values(), key=lambda n: (n.pos, n.id))
 
 
