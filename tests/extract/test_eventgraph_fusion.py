@@ -348,15 +348,36 @@ def test_every_mention_is_an_instance_of_its_entity():
     }
 
 
-def test_entity_links_run_earlier_to_later_weighted_by_shared_chunks():
+def co_mention(a: GraphNode, b: GraphNode) -> GraphEdge:
+    return GraphEdge(source=a.id, target=b.id, kind=EdgeKind.CO_MENTION, doc_id=a.doc_id)
+
+
+def test_entity_links_lift_the_mentions_co_mentions_earlier_to_later_weighted_by_count():
     mentions, events, edges = granger_story()
+    m = mentions
+    edges += [
+        co_mention(m[0], m[1]),  # Miss Granger ~ Harry
+        co_mention(m[3], m[2]),  # Harry ~ Hermione Granger, written later -> earlier
+        co_mention(m[4], m[5]),
+        co_mention(m[0], m[4]),  # two mentions of one entity: no self link
+        co_mention(m[1], m[6]),  # Harry ~ Hagrid
+        GraphEdge(source=m[6].id, target="elsewhere", kind=EdgeKind.CO_MENTION, doc_id="d"),
+    ]
+    # Hagrid shares no chunk with Harry: the link comes from the extraction's edge alone
     nodes, out = build(mentions, events, edges)
     ids = {n.name: n.id for n in nodes}
     links = {(e.source, e.target): e.attrs for e in out if e.kind == EdgeKind.CO_MENTION}
     assert links == {
-        (ids["Hermione Granger"], ids["Harry"]): {"event_graph": "entity_link", "weight": 3}
+        (ids["Hermione Granger"], ids["Harry"]): {"event_graph": "entity_link", "weight": 3},
+        (ids["Harry"], ids["Hagrid"]): {"event_graph": "entity_link", "weight": 1},
     }
     assert all(a.pos < b.pos for a in nodes for b in nodes if (a.id, b.id) in links)
+
+
+def test_mentions_sharing_a_chunk_without_a_co_mention_edge_are_not_linked():
+    mentions, events, edges = granger_story()
+    _, out = build(mentions, events, edges)
+    assert [e for e in out if e.kind == EdgeKind.CO_MENTION] == []
 
 
 def test_lifted_participation_is_one_edge_per_entity_and_event():

@@ -4,8 +4,8 @@
 Per document: the mentions the chunk extraction left in the staging graph are grouped by name
 (LightRAG's V0 entities), the groups' texts embedded with the index's model and fused
 (``fusion``: compatible names above θ_merge); every mention gets an ``instance_of`` edge to its
-entity, entities sharing chunks a weighted ``co_mention`` edge, and the events the mentions take
-part in a lifted ``participates`` edge from the entity. With an LLM the event pass
+entity, and the mentions' ``co_mention`` and ``participates`` edges are lifted to weighted
+entity links and entity -> event edges. With an LLM the event pass
 (``events_llm``) then grows ``graph_event`` nodes over each entity's ego network. Across
 documents, ``alink`` joins entities sharing an alias with ``instance_of`` links, so a deleted
 document takes its entities and links with it and the remaining fusion needs no re-extraction.
@@ -170,7 +170,7 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
             doc_id,
             groups,
             events,
-            graph.edges(EdgeKind.PARTICIPATES, doc_id),
+            graph.edges(EdgeKind.PARTICIPATES, doc_id) + graph.edges(EdgeKind.CO_MENTION, doc_id),
             vectors,
             self.theta_merge,
             self.require_name_overlap,
@@ -224,3 +224,4 @@ def _chunk_weights(graph: GraphStore, edges: Sequence[GraphEdge]) -> dict[str, d
         per_chunk = weights.setdefault(edge.target, {})
         per_chunk[mention.chunk_id] = per_chunk.get(mention.chunk_id, 0) + 1 + taking_part
     return weights
+
