@@ -49,6 +49,7 @@ from llama_index_e2rag.chunking import (
 from llama_index_e2rag.ingest import (
     EMBEDDED_KINDS,
     DocOrders,
+    RecordingEmbedding,
     WriteLock,
     add_stats,
     document_write,
@@ -498,6 +499,14 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             chunks = list(await extractor.acall(chunks, show_progress=self._show_progress))
         by_id = {c.node_id: c for c in chunks}
         staged = []
+        recorder: Optional[RecordingEmbedding] = None
+
+        def builders_embedding() -> RecordingEmbedding:
+            nonlocal recorder
+            if recorder is None:
+                recorder = RecordingEmbedding(self.embed_model)
+            return recorder
+
         for document, doc_id, order, doc_chunks in _progress(
             groups, "Building document layers", self._show_progress and len(groups) > 1
         ):
@@ -511,11 +520,14 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
                     self._doc_builders,
                     lambda: self.llm_runner,
                     self.passage_words,
-                    lambda: self.embed_model,
+                    builders_embedding,
                 )
             )
         embed_model = self.embed_model
-        vectors = await embed_staged(embed_model, [s.graph for s in staged], self._show_progress)
+        known = recorder.take() if recorder is not None else None
+        vectors = await embed_staged(
+            embed_model, [s.graph for s in staged], self._show_progress, known
+        )
         async with self._write_lock.hold():
             # links join the batch to the graph as committed now, so they run under the lock
             await link_staged(

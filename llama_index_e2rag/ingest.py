@@ -17,11 +17,12 @@ import logging
 import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, List, Mapping, Optional, Sequence
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import Document, TextNode
+from pydantic import PrivateAttr
 
 from llama_index_e2rag import node_vectors
 from llama_index_e2rag.builders import DocumentBuilder, split_result
@@ -303,12 +304,62 @@ class StagedVectors:
         return self.matrix[self.rows[text]]
 
 
+class RecordingEmbedding(BaseEmbedding):
+    """The index's embedding model as builders get it while staging: it keeps the vectors of
+    the texts they embed, so ``embed_staged`` does not embed them again (E²GraphRAG's fusion
+    embeds every mention name, which the mentions' own vectors need too)."""
+
+    _inner: BaseEmbedding = PrivateAttr()
+    _seen: dict[str, np.ndarray] = PrivateAttr(default_factory=dict)
+
+    def __init__(self, inner: BaseEmbedding, **kwargs: Any) -> None:
+        super().__init__(
+            model_name=inner.model_name, embed_batch_size=inner.embed_batch_size, **kwargs
+        )
+        self._inner = inner
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RecordingEmbedding"
+
+    def take(self) -> dict[str, np.ndarray]:
+        """The recorded text vectors, forgotten here (a builder may keep this model)."""
+        seen, self._seen = self._seen, {}
+        return seen
+
+    def _keep(self, texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> Any:
+        for text, vector in zip(texts, vectors):
+            self._seen[text] = np.asarray(vector, dtype=np.float32)
+        return vectors
+
+    def _get_query_embedding(self, query: str) -> List[float]:
+        return self._inner.get_query_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> List[float]:
+        return await self._inner.aget_query_embedding(query)
+
+    def _get_text_embedding(self, text: str) -> List[float]:
+        return self._keep([text], [self._inner.get_text_embedding(text)])[0]
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        return self._keep(texts, self._inner.get_text_embedding_batch(texts))
+
+    async def _aget_text_embedding(self, text: str) -> List[float]:
+        return self._keep([text], [await self._inner.aget_text_embedding(text)])[0]
+
+    async def _aget_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        return self._keep(texts, await self._inner.aget_text_embedding_batch(texts))
+
+
 async def embed_staged(
-    embed_model: BaseEmbedding, graphs: Sequence[GraphStore], show_progress: bool = False
+    embed_model: BaseEmbedding,
+    graphs: Sequence[GraphStore],
+    show_progress: bool = False,
+    known: Optional[Mapping[str, np.ndarray]] = None,
 ) -> StagedVectors:
     """Embed every text a staged node's vector is made of (``node_vectors.sources``) once,
     shortest texts first (the model pads a batch to its longest text, so similar lengths batch
-    together)."""
+    together); texts in ``known`` (a ``RecordingEmbedding``'s) take the vector they have."""
     from tqdm.auto import tqdm
 
     distinct = {
@@ -318,15 +369,18 @@ async def embed_staged(
         if embeddable(node)
         for text in node_vectors.sources(node, graph)
     }
-    texts = sorted(distinct, key=lambda t: (len(t), t))
+    reused = sorted(distinct & set(known or {}))
+    texts = sorted(distinct.difference(reused), key=lambda t: (len(t), t))
     parts: list[np.ndarray] = []
     with tqdm(total=len(texts), desc="Embedding", unit="text", disable=not show_progress) as bar:
         for start in range(0, len(texts), EMBED_CALL_TEXTS):
             batch = texts[start : start + EMBED_CALL_TEXTS]
             parts.append(np.asarray(await embed_model.aget_text_embedding_batch(batch), np.float32))
             bar.update(len(batch))
+    if reused and known is not None:
+        parts.append(np.stack([known[t] for t in reused]).astype(np.float32, copy=False))
     matrix = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
-    return StagedVectors({t: i for i, t in enumerate(texts)}, matrix)
+    return StagedVectors({t: i for i, t in enumerate([*texts, *reused])}, matrix)
 
 
 def embeddable(node: GraphNode) -> bool:

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from hash_embedding import HashEmbedding
+import numpy as np
+from hash_embedding import HashEmbedding, hash_vector
 from llama_index.core import Document
 from scripted_llm import ScriptedLLM
 
@@ -81,6 +82,34 @@ def test_every_mention_is_an_instance_of_one_entity_of_its_document() -> None:
     lifted = [e for e in graph.edges(EdgeKind.PARTICIPATES) if e.source in entities]
     assert lifted and all(graph.get_node(e.target).kind == NodeKind.EVENT for e in lifted)
     assert not graph.nodes(NodeKind.GRAPH_EVENT)  # no LLM: the frames are the events
+
+
+class _TallyEmbedding(HashEmbedding):
+    """The hash embedding, tallying each text it embeds."""
+
+    tally: dict[str, int] = {}
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        self.tally[text] = self.tally.get(text, 0) + 1
+        return super()._get_text_embedding(text)
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embedding(text)
+
+
+def test_texts_the_fusion_embeds_are_not_embedded_again_for_the_vectors() -> None:
+    embed = _TallyEmbedding(tally={})
+    index = E2RAGIndex.from_documents(
+        [TERM], embed_model=embed, doc_builders=[EventGraphBuilder()]
+    )
+    names = {m.name for m in index.graph_store.nodes(NodeKind.MENTION)}
+    assert names <= set(embed.tally)  # fusion and mention vectors both needed the names
+    assert {t: n for t, n in embed.tally.items() if n > 1} == {}
+    # the reused vectors are the texts' own: each entity's stored vector is its name's
+    entities = _entities(index)
+    stored = index.stores.vectors.get_embeddings([e.id for e in entities])
+    for entity in entities:
+        assert np.allclose(stored[entity.id], hash_vector(entity.text), atol=1e-6)
 
 
 def test_the_llm_layer_fuses_names_and_grows_events_from_every_chunk() -> None:
