@@ -391,16 +391,20 @@ def _vector_storage_section() -> list[str]:
 def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
     """The whole markdown report; plots are written to ``img_dir`` and linked relatively."""
     modes = results["modes"]
-    sentgraph_runs = any(
-        "sentence_graph" in data.get("systems", {})
-        for data in (results.get("quality") or {}).values()
-    )
+    def runs(mode: str) -> bool:
+        return any(mode in data.get("systems", {})
+                   for data in (results.get("quality") or {}).values())
+
+    sentgraph_runs, eventgraph_runs = runs("sentence_graph"), runs("event_graph")
     out = ["# Benchmarks", "", *_runs(results), "",
            "Scoring follows `shared/data/README.md` exactly (see *Method* at the end). "
            "Index modes run the offline default: MiniLM embeddings, the LLM-free grounded graph, "
            "ChronoRAG's layer builder"
            + (" and, in the tables with a `sentence_graph` row, SentGraph's builder "
               "(`SentenceGraphBuilder`, LLM-free)" if sentgraph_runs else "")
+           + (" and, in the tables with an `event_graph` row, E²GraphRAG's builder "
+              "(`EventGraphBuilder`, LLM-free: fused entities, the grounded frames as events)"
+              if eventgraph_runs else "")
            + ", no LLM, each retriever with its own default settings except "
            "the budget: quality runs pass the dataset's budget as `budget_words`, so every mode "
            "fills it itself (no sentence twice, the last passage cut at a sentence end); the "
