@@ -49,12 +49,18 @@ def vector(
 
 
 def _base(node: GraphNode, graph: GraphStore) -> Optional[GraphNode]:
-    """The event a fact was made from (ChronoRAG's LLM-free layer 1), else the node itself."""
+    """The event a fact was made from (ChronoRAG's LLM-free layer 1), else the node itself.
+
+    Such a fact (``source`` "events") restates its event as a readable sentence, so it takes
+    the event's vector whatever its wording; any other fact shares it only with the same text.
+    """
     event_id = node.attrs.get("event_id") if node.kind == NodeKind.FACT else None
     if event_id is None:
         return node
     event = graph.get_node(event_id)
-    return event if event is not None and event.text == node.text else node
+    if event is None:
+        return node
+    return event if node.attrs.get("source") == "events" or event.text == node.text else node
 
 
 def _unit(vec: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ from llama_index_e2rag.extract.chrono import (
     ChronoLayerBuilder,
     approx_token_count,
     fixed_length_spans,
+    readable,
 )
 from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.index import E2RAGIndex
@@ -278,7 +279,7 @@ def test_event_facts_reuse_events_in_story_order(hash_embed, two_docs):
     for doc_id in ("harbour", "mountain"):
         events = graph.nodes(NodeKind.EVENT, doc_id)
         facts = timeline(index, doc_id)
-        assert [f.text for f in facts] == [e.text for e in events]
+        assert [f.text for f in facts] == [readable(e.text) for e in events]
         assert [f.attrs["event_id"] for f in facts] == [e.id for e in events]
         indices = [tuple(f.attrs["narrative_index"]) for f in facts]
         assert indices == sorted(indices) and len(set(indices)) == len(indices)
@@ -316,6 +317,48 @@ def test_offline_default_builds_event_facts_and_retrieves(hash_embed):
         lines = [normalize_text(line) for line in hit.node.text.split("\n")]
         if hit.node.metadata["layer"] == 1:
             assert not any(a != b and a in b for a in lines for b in lines)
+
+
+def test_offline_facts_are_readable_sentences_sharing_their_events_vectors(hash_embed):
+    """A fact says its event's statement (subject shared with a conjoined verb filled in) as a
+    sentence of its own, and keeps the event's vector: no fact text is embedded."""
+    text = (
+        "Peter gave himself up for lost, and shed big tears. His sobs were overheard by some "
+        "friendly sparrows, who flew to him in great excitement. Mr. McGregor jumped up and ran "
+        "after Peter. The old mouse could not answer him."
+    )
+    index = E2RAGIndex.from_documents([Document(text=text, id_="p")], embed_model=hash_embed,
+                                      doc_builders=[ChronoLayerBuilder()])
+    graph = index.graph_store
+    facts = timeline(index, "p")
+    events = [graph.get_node(f.attrs["event_id"]) for f in facts]
+    for fact, event in zip(facts, events):
+        assert fact.text == readable(event.attrs.get("statement") or event.text)
+        assert fact.text[0].isupper() and fact.text.endswith((".", "!", "?"))
+    said = [normalize_text(f.text) for f in facts]
+    assert {"peter shed big tears", "mr mcgregor ran after peter",
+            "some friendly sparrows flew to him in great excitement"} <= set(said)
+    assert "his sobs were overheard by some friendly sparrows" in said  # relative clause cut
+    assert any("statement" in e.attrs for e in events)
+    vectors = index.stores.vectors.get_embeddings([n.id for n in facts + events])
+    for fact, event in zip(facts, events):
+        assert (vectors[fact.id] == vectors[event.id]).all()
+
+
+@pytest.mark.parametrize(
+    ("clause", "sentence"),
+    [
+        ("shed big tears", "Shed big tears."),
+        ("  he ran\n home ", "He ran home."),
+        ("Stop thief!", "Stop thief!"),
+        ("'you may go,' she said", "'You may go,' she said."),
+        ('he shouted "Stop"', 'He shouted "Stop".'),
+        ('"Stop!"', '"Stop!"'),
+        ("he waited;", "He waited."),
+    ],
+)
+def test_readable_makes_a_clause_a_sentence(clause, sentence):
+    assert readable(clause) == sentence
 
 
 async def test_fact_source_resolution(hash_embed):

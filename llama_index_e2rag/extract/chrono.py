@@ -42,6 +42,8 @@ LAYER1_ID_KIND = "chrono_fact"
 FactSource = Literal["auto", "llm", "events"]
 
 _WORD_SPAN = re.compile(r"\S+")
+_SENTENCE_ENDS = (".", "!", "?", "…")
+_CLOSING_QUOTES = "\"'”’)»"
 #: Slack for float token counts (1.3 × 10 words is 13.000000000000002).
 TOKEN_EPSILON = 1e-6
 
@@ -323,6 +325,8 @@ class ChronoLayerBuilder(OptionalLLM, PromptMixin):
     ) -> tuple[list[GraphNode], list[GraphEdge]]:
         """The document's events as facts in story order; children = layer-0 chunks they overlap.
 
+        A fact says its event's statement (its clause with the subject it shares, see
+        ``extract/statements.py``) as a sentence (``readable``); it keeps its event's vector.
         The narrative index comes from the layer-0 chunk holding the event's position, so it
         grows with the story even when an event's span is its whole extraction chunk (LLM events).
         """
@@ -344,7 +348,7 @@ class ChronoLayerBuilder(OptionalLLM, PromptMixin):
             k = per_group.get(g, 0)
             per_group[g] = k + 1
             fact = _fact(
-                event.text,
+                readable(event.attrs.get("statement") or event.text),
                 doc_id=doc_id,
                 doc_order=doc_order,
                 narrative=(g, k),
@@ -360,6 +364,21 @@ class ChronoLayerBuilder(OptionalLLM, PromptMixin):
             children = {c.id: c for c in [home, *_overlapping(layer0, starts, start, end)]}
             edges.extend(_child_edge(fact, chunk) for chunk in children.values())
         return facts, edges
+
+
+def readable(text: str) -> str:
+    """A clause as a sentence of its own: one line, a capital first letter, an end mark.
+
+    Facts are shown one after another in a value; without these they run into each other.
+    """
+    line = " ".join(text.split())
+    first = next((i for i, ch in enumerate(line) if ch.isalnum()), None)
+    if first is None:
+        return line
+    line = line[:first] + line[first].upper() + line[first + 1 :]
+    if line.rstrip(_CLOSING_QUOTES).endswith(_SENTENCE_ENDS):
+        return line
+    return line.rstrip(" ,;:-–—") + "."
 
 
 def _span(node: GraphNode) -> Span:

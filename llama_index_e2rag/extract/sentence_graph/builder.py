@@ -380,11 +380,11 @@ class _SpacyOnDemand:
         self._nlp: Optional[Any] = None
 
     def _run(self, work: Callable[[Any], Any]) -> Any:
-        from llama_index_e2rag.extract.grounded import _PARSE_LOCK, load_spacy
+        from llama_index_e2rag.extract.grounded import PARSE_LOCK, load_spacy
 
         if self._nlp is None:
             self._nlp = load_spacy()
-        with _PARSE_LOCK:
+        with PARSE_LOCK:
             return work(self._nlp)
 
     def parse(self, text: str) -> Any:
