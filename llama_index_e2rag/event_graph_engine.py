@@ -9,7 +9,7 @@ as in the paper. Without an LLM the answer is the offline extractive one over th
 
 from __future__ import annotations
 
-from typing import Any, AsyncGenerator, Generator, Optional, Sequence
+from typing import Any, AsyncGenerator, Generator, List, Optional, Sequence
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -21,10 +21,12 @@ from llama_index.core.base.response.schema import (
 )
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms import LLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.retrievers.event_graph import EventGraphRetriever
 
@@ -67,6 +69,8 @@ class EventGraphQueryEngine(BaseQueryEngine):
 
     Prompts: ``decompose_prompt`` (the retriever's, figure 7) and ``enrich_prompt`` (figure 8,
     variables ``question``, ``old_answer``, ``evidence``), both through ``update_prompts``.
+    ``node_postprocessors`` apply to the retrieved evidence before the second stage, as in
+    llama-index's ``RetrieverQueryEngine``.
     """
 
     def __init__(
@@ -77,6 +81,7 @@ class EventGraphQueryEngine(BaseQueryEngine):
         enrich_prompt: Any = None,
         streaming: bool = False,
         callback_manager: Optional[CallbackManager] = None,
+        node_postprocessors: Optional[List[BaseNodePostprocessor]] = None,
     ) -> None:
         if llm is None and synthesizer is None:
             raise ValueError("EventGraphQueryEngine needs an llm or an offline synthesizer")
@@ -86,6 +91,9 @@ class EventGraphQueryEngine(BaseQueryEngine):
         self._synthesizer = synthesizer
         self._enrich_prompt = enrich_prompt
         self._streaming = streaming
+        self._postprocessors = list(node_postprocessors or [])
+        for postprocessor in self._postprocessors:
+            postprocessor.callback_manager = self.callback_manager
 
     @property
     def retriever(self) -> EventGraphRetriever:
@@ -108,12 +116,24 @@ class EventGraphQueryEngine(BaseQueryEngine):
         self._enrich_prompt = prompts_dict.get("enrich_prompt", self._enrich_prompt)
 
     def retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._retriever.retrieve(query_bundle)
+        return self._postprocess(self._retriever.retrieve(query_bundle), query_bundle)
+
+    async def aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._postprocess(await self._retriever.aretrieve(query_bundle), query_bundle)
+
+    def _postprocess(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle
+    ) -> list[NodeWithScore]:
+        for postprocessor in self._postprocessors:
+            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=query_bundle)
+        return nodes
 
     # -- llama-index entry points -------------------------------------------------------------
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
-        nodes = self._retriever.retrieve(query_bundle)
-        decomposition = decomposition_of(nodes)
+        # the decomposition is read before the postprocessors, which may drop every item
+        retrieved = self._retriever.retrieve(query_bundle)
+        decomposition = decomposition_of(retrieved)
+        nodes = self._postprocess(retrieved, query_bundle)
         if self._llm is None:
             response = self._synthesizer.synthesize(query_bundle, nodes)  # type: ignore[union-attr]
             return _with_metadata(response, nodes, decomposition)
@@ -127,8 +147,9 @@ class EventGraphQueryEngine(BaseQueryEngine):
         return Response(answer, source_nodes=nodes, metadata=_metadata(decomposition))
 
     async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
-        nodes = await self._retriever.aretrieve(query_bundle)
-        decomposition = decomposition_of(nodes)
+        retrieved = await self._retriever.aretrieve(query_bundle)
+        decomposition = decomposition_of(retrieved)
+        nodes = self._postprocess(retrieved, query_bundle)
         if self._llm is None:
             response = await self._synthesizer.asynthesize(  # type: ignore[union-attr]
                 query_bundle, nodes
@@ -178,14 +199,48 @@ def build_event_graph_engine(
     embed_model: BaseEmbedding,
     llm: Optional[LLM],
     streaming: bool = False,
+    **engine_kwargs: Any,
 ) -> EventGraphQueryEngine:
     """The ``mode="event_graph"`` query engine: two LLM stages with ``llm`` (the retriever's
-    runner should wrap the same LLM, for the draft), the extractive answer without one."""
+    runner should wrap the same LLM, for the draft), the extractive answer without one.
+
+    ``engine_kwargs`` are those of ``as_query_engine``: ``node_postprocessors`` and
+    ``callback_manager`` apply; a ``response_synthesizer`` of your own writes the answer from the
+    evidence instead of the enrich stage; the synthesizer's own arguments (``response_mode``,
+    ``text_qa_template`` …) have no stage to shape here and are refused in one line.
+    """
+    from llama_index_e2rag.query_engine import ENGINE_ARGS, answer_args, refuse_offline
+
+    unknown = set(engine_kwargs) - ENGINE_ARGS
+    if unknown:
+        raise TypeError(f"unknown query engine argument(s): {', '.join(sorted(unknown))}")
+    postprocessors = engine_kwargs.pop("node_postprocessors", None)
+    callback_manager = engine_kwargs.pop("callback_manager", None)
+    synthesizer = engine_kwargs.pop("response_synthesizer", None)
+    common: dict[str, Any] = {
+        "streaming": streaming,
+        "callback_manager": callback_manager,
+        "node_postprocessors": postprocessors,
+    }
+    if synthesizer is not None:
+        return EventGraphQueryEngine(retriever, synthesizer=synthesizer, **common)
+    shaping = answer_args(engine_kwargs)
+    if llm is None:
+        refuse_offline(shaping)
+    elif shaping:
+        raise E2RAGError(
+            f"mode='event_graph' writes its answer with its enrich prompt, so "
+            f"{', '.join(sorted(shaping))} do(es) not apply: change the prompt with "
+            "engine.update_prompts({'enrich_prompt': ...}), or pass response_synthesizer=..."
+        )
     if llm is not None:
-        return EventGraphQueryEngine(retriever, llm=llm, streaming=streaming)
+        return EventGraphQueryEngine(retriever, llm=llm, **common)
     from llama_index_e2rag.extractive import ExtractiveSynthesizer
 
-    synthesizer = ExtractiveSynthesizer(
-        embed_model=embed_model, graph_store=graph, streaming=streaming
+    offline = ExtractiveSynthesizer(
+        embed_model=embed_model,
+        graph_store=graph,
+        streaming=streaming,
+        callback_manager=callback_manager,
     )
-    return EventGraphQueryEngine(retriever, synthesizer=synthesizer, streaming=streaming)
+    return EventGraphQueryEngine(retriever, synthesizer=offline, **common)

@@ -24,9 +24,13 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from llama_index.core.graph_stores.simple import (
+    DEFAULT_PERSIST_FNAME as DEFAULT_GRAPH_STORE_FILE,
+)
 from llama_index.core.graph_stores.simple import SimpleGraphStore
 from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.simple import SimpleVectorStore
@@ -90,7 +94,7 @@ class StoresSlot:
         with locks.writer(), locks.committing():
             save(self.stores, home, self.show_progress)
             self.home = home
-            write_pointer(Path(persist_path), home)
+            write_pointer(Path(persist_path), home, new_save_id())
         bind(self.stores, home)
         from llama_index_e2rag.migrate import legacy_vector_files
 
@@ -98,10 +102,22 @@ class StoresSlot:
             path.unlink(missing_ok=True)
 
 
-def write_pointer(path: Path, home: Path) -> None:
-    """``graph_store.json`` at ``path``: a valid, empty llama-index graph file naming ``home``."""
-    pointer = {"graph_dict": {POINTER: [["home", str(home)], ["format", STORE_FORMAT]]}}
-    write_checked(str(path), json.dumps(pointer))
+def new_save_id() -> str:
+    """A fresh id for the pointer of one save (see ``find_home``)."""
+    return uuid.uuid4().hex
+
+
+def write_pointer(path: Path, home: Path, saved: Optional[str] = None) -> None:
+    """``graph_store.json`` at ``path``: a valid, empty llama-index graph file naming ``home``
+    and the save that wrote it (``saved``, unique per ``persist``)."""
+    triples = [["home", str(home)], ["format", STORE_FORMAT]]
+    if saved is not None:
+        triples.append(["saved", saved])
+    write_checked(str(path), json.dumps({"graph_dict": {POINTER: triples}}))
+
+
+def _pointer(slot: Any) -> dict[str, str]:
+    return dict((rel, obj) for rel, obj in slot.get(POINTER))
 
 
 def pointer_home(storage_context: StorageContext) -> Optional[Path]:
@@ -111,14 +127,17 @@ def pointer_home(storage_context: StorageContext) -> Optional[Path]:
         return slot.home
     if not isinstance(slot, SimpleGraphStore):
         return None
-    found = dict((rel, obj) for rel, obj in slot.get(POINTER))
+    found = _pointer(slot)
     return Path(found["home"]) if "home" in found else None
 
 
 def find_home(storage_context: StorageContext, persist_dir: Optional[str] = None) -> Optional[Path]:
     """Our folder: ``persist_dir/e2rag`` when given, else the one ``graph_store.json`` names.
 
-    The pointer holds an absolute path; a store that was moved is refused with the fix.
+    llama-index loads ``graph_store.json`` without saying from where, so the pointer holds an
+    absolute path. A store that was moved is refused with the fix, and so is a copy whose
+    original was saved again since (its pointer names another save than the original's own
+    ``graph_store.json``): it would read, and write, the original's folder.
     """
     if persist_dir is not None:
         home = Path(persist_dir).resolve() / E2RAG_DIR
@@ -126,13 +145,31 @@ def find_home(storage_context: StorageContext, persist_dir: Optional[str] = None
             raise E2RAGError(f"{persist_dir} holds no e2rag store ({home} is missing)")
         return home
     home = pointer_home(storage_context)
+    fix = "load it with load_index_from_storage(storage_context, persist_dir=<its folder now>)"
     if home is not None and not home.is_dir():
         raise E2RAGError(
             f"this store's e2rag folder was saved at {home}, which no longer exists (was the "
-            "store moved?); load it with load_index_from_storage(storage_context, "
-            "persist_dir=<its folder now>)"
+            f"store moved?); {fix}"
         )
+    slot = storage_context.graph_store
+    if home is not None and isinstance(slot, SimpleGraphStore):
+        loaded, current = _pointer(slot).get("saved"), _saved_beside(home)
+        if loaded is not None and current is not None and loaded != current:
+            raise E2RAGError(
+                f"this storage context's graph_store.json names {home}, which has been saved "
+                f"again since (is this a copy of that store?); {fix}"
+            )
     return home
+
+
+def _saved_beside(home: Path) -> Optional[str]:
+    """The save named by the ``graph_store.json`` next to ``home`` (None if unreadable)."""
+    try:
+        data = json.loads((home.parent / DEFAULT_GRAPH_STORE_FILE).read_text(encoding="utf-8"))
+        triples = data["graph_dict"][POINTER]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return dict((rel, obj) for rel, obj in triples).get("saved")
 
 
 def check_slot(storage_context: StorageContext) -> None:

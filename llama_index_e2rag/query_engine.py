@@ -14,6 +14,7 @@ Passages are shown in story order unless the retriever presents by relevance: a 
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Optional, Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -23,16 +24,13 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.response_synthesizers import (
-    BaseSynthesizer,
-    ResponseMode,
-    get_response_synthesizer,
-)
+from llama_index.core.response_synthesizers import BaseSynthesizer, get_response_synthesizer
 from llama_index.core.response_synthesizers.base import QueryTextType
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
 from llama_index_e2rag.context import ContextOrder, bundle_from_retrieved
+from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.graph.base import GraphStore
 
 NARRATIVE_QA_PROMPT = PromptTemplate(
@@ -132,38 +130,103 @@ class NarrativeContextSynthesizer(BaseSynthesizer):
         return await self._inner.aget_response(query_str, text_chunks, **response_kwargs)
 
 
+#: What ``as_query_engine`` hands to the engine rather than to the retriever: every argument of
+#: llama-index's ``RetrieverQueryEngine.from_args`` and ``get_response_synthesizer`` (read from
+#: their signatures, so the split follows llama-index's own ``as_query_engine``).
+ENGINE_ARGS: frozenset[str] = frozenset(
+    name
+    for fn in (RetrieverQueryEngine.from_args, get_response_synthesizer)
+    for name, param in inspect.signature(fn).parameters.items()
+    if param.kind not in (param.VAR_KEYWORD, param.VAR_POSITIONAL)
+) - {"retriever", "llm", "cls"}
+#: Engine arguments that both sides take (llama-index passes them to the retriever too).
+SHARED_ARGS = frozenset({"callback_manager", "verbose"})
+#: Engine arguments that do not shape the answer text: valid with the offline answer too.
+PLUMBING_ARGS = frozenset(
+    {"node_postprocessors", "response_synthesizer", "streaming", "use_async", *SHARED_ARGS}
+)
+_SYNTH_DEFAULTS = {
+    name: param.default
+    for name, param in inspect.signature(get_response_synthesizer).parameters.items()
+}
+
+
+def split_engine_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(engine arguments, retriever arguments)`` of one ``as_query_engine(**kwargs)`` call;
+    ``callback_manager`` and ``verbose`` go to both, as in llama-index."""
+    engine = {k: v for k, v in kwargs.items() if k in ENGINE_ARGS}
+    retriever = {k: v for k, v in kwargs.items() if k not in ENGINE_ARGS or k in SHARED_ARGS}
+    return engine, retriever
+
+
+def answer_args(engine_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The engine arguments that shape how an LLM writes the answer (templates, response mode,
+    output class …), those left at llama-index's defaults not counted."""
+    return {
+        k: v
+        for k, v in engine_kwargs.items()
+        if k not in PLUMBING_ARGS and not (k in _SYNTH_DEFAULTS and v == _SYNTH_DEFAULTS[k])
+    }
+
+
+def refuse_offline(args: dict[str, Any]) -> None:
+    """One line for answer arguments given with no LLM to honour them."""
+    if args:
+        raise MissingModelError(
+            f"{', '.join(sorted(args))} shape{'s' if len(args) == 1 else ''} the answer an LLM "
+            "writes, and no LLM is configured: pass llm=... (or set Settings.llm), or leave "
+            f"{'it' if len(args) == 1 else 'them'} out for the offline extractive answer"
+        )
+
+
 def build_query_engine(
     retriever: BaseRetriever,
     graph: GraphStore,
     embed_model: BaseEmbedding,
     answer_llm: Optional[LLM] = None,
     streaming: bool = False,
-    response_mode: ResponseMode = ResponseMode.COMPACT,
+    **engine_kwargs: Any,
 ) -> RetrieverQueryEngine:
     """``RetrieverQueryEngine`` over ``retriever`` with the narrative prompt.
 
     ``answer_llm`` answers from the assembled narrative context (``graph`` supplies the
     subgraph); without one, answers are extractive (best evidence sentences with their
-    positions, ranked with ``embed_model``). The answer is llama-index's call to
-    ``answer_llm``, not ``LLMRunner``'s, so the runner's timeout does not bound it: set the
-    timeout of the LLM's client (e.g. ``OpenAI(timeout=60)``). The retriever's own LLM calls
-    (cues, HyDE) go through the runner and its timeout.
+    positions, ranked with ``embed_model``). ``engine_kwargs`` are ``from_args``'s:
+    ``node_postprocessors``, ``callback_manager``, a ``response_synthesizer`` of your own (used
+    as given), or the synthesizer's (``response_mode``, ``text_qa_template`` …; these need an
+    LLM). The answer is llama-index's call to ``answer_llm``, not ``LLMRunner``'s, so the
+    runner's timeout does not bound it: set the timeout of the LLM's client (e.g.
+    ``OpenAI(timeout=60)``). The retriever's own LLM calls (cues, HyDE) go through the runner.
     """
-    if answer_llm is None:
+    unknown = set(engine_kwargs) - ENGINE_ARGS
+    if unknown:
+        raise TypeError(f"unknown query engine argument(s): {', '.join(sorted(unknown))}")
+    postprocessors = engine_kwargs.pop("node_postprocessors", None)
+    callback_manager = engine_kwargs.pop("callback_manager", None)
+    synthesizer: Optional[BaseSynthesizer] = engine_kwargs.pop("response_synthesizer", None)
+    if synthesizer is None and answer_llm is None:
+        refuse_offline(answer_args(engine_kwargs))
         from llama_index_e2rag.extractive import ExtractiveSynthesizer
 
-        synthesizer: BaseSynthesizer = ExtractiveSynthesizer(
-            embed_model=embed_model, graph_store=graph, streaming=streaming
-        )
-    else:
-        inner = get_response_synthesizer(
-            llm=answer_llm,
-            text_qa_template=NARRATIVE_QA_PROMPT,
-            response_mode=response_mode,
+        synthesizer = ExtractiveSynthesizer(
+            embed_model=embed_model,
+            graph_store=graph,
             streaming=streaming,
+            callback_manager=callback_manager,
+        )
+    elif synthesizer is None:
+        synth_args = {k: v for k, v in engine_kwargs.items() if k in _SYNTH_DEFAULTS}
+        synth_args.setdefault("text_qa_template", NARRATIVE_QA_PROMPT)
+        inner = get_response_synthesizer(
+            llm=answer_llm, streaming=streaming, callback_manager=callback_manager, **synth_args
         )
         order = getattr(retriever, "context_order", "story")
         synthesizer = NarrativeContextSynthesizer(inner, graph, order)
     # The constructor, not ``from_args``: the latter reads ``Settings.llm``, which builds
     # llama-index's OpenAI default and fails offline even though the synthesizer is given.
-    return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synthesizer)
+    return RetrieverQueryEngine(
+        retriever=retriever,
+        response_synthesizer=synthesizer,
+        node_postprocessors=postprocessors,
+        callback_manager=callback_manager,
+    )

@@ -110,7 +110,9 @@ def _record_documents(graph: Any, report: RepairReport) -> None:
                               "(re-index those documents to restore them)")
 
 
-def _repair_vectors(graph: Any, folder: Path, embed_model: Any, show_progress: bool, report: RepairReport) -> None:
+def _repair_vectors(
+    graph: Any, folder: Path, embed_model: Any, show_progress: bool, report: RepairReport
+) -> None:
     """Keep the intact vector files, re-embed the nodes that lack a vector, drop orphans."""
     import asyncio
 
@@ -172,7 +174,7 @@ def _rewrite_llama_files(graph: Any, persist_dir: Path, report: RepairReport) ->
 
     from llama_index_e2rag.index import E2RAGIndexStruct
     from llama_index_e2rag.llama_files import write_checked
-    from llama_index_e2rag.persistence import INDEX_META, write_pointer
+    from llama_index_e2rag.persistence import INDEX_META, new_save_id, write_pointer
     from llama_index_e2rag.stores import CHUNK_NODE_ATTR
     from llama_index_e2rag.schema import NodeKind
 
@@ -210,7 +212,7 @@ def _rewrite_llama_files(graph: Any, persist_dir: Path, report: RepairReport) ->
         _checked(persist_dir, "index_store.json")
         report.actions.append("rebuilt index_store.json from the settings in the graph")
     if "graph_store.json" in damaged:
-        write_pointer(persist_dir / "graph_store.json", home)
+        write_pointer(persist_dir / "graph_store.json", home, new_save_id())
         report.actions.append("rewrote graph_store.json (the pointer to e2rag/)")
     empty = json.dumps({"embedding_dict": {}, "text_id_to_ref_doc_id": {}, "metadata_dict": {}})
     for name in ("default__vector_store.json", "image__vector_store.json"):
@@ -268,7 +270,9 @@ def _reextract(persist_dir: Path, doc_ids: list[str], embed_model: Any, show_pro
                        **options)
     index.insert_documents(documents)
     index.storage_context.persist(str(persist_dir))
-    report.actions.append(f"extracted {len(documents)} document(s) whose graph rows had changed again")
+    report.actions.append(
+        f"extracted {len(documents)} document(s) whose graph rows had changed again"
+    )
 
 
 def _rebuild_from_docstore(persist_dir: Path, embed_model: Any, show_progress: bool,

@@ -87,6 +87,25 @@ def test_a_moved_store_is_refused_with_the_fix_and_loads_with_persist_dir(tmp_pa
     _consistent(index)
 
 
+def test_a_copy_loads_alike_until_its_original_is_saved_again_then_is_refused(
+    tmp_path: Path,
+) -> None:
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    make_index().storage_context.persist(str(original))
+    shutil.copytree(original, copy)
+    # an untouched copy names the original's folder and the original's own save: same data
+    assert load(copy).graph_store.to_dict() == load(original).graph_store.to_dict()
+    grown = load(original)
+    grown.insert(Document(text=SEQUEL, id_="sequel"))
+    grown.storage_context.persist(str(original))
+    with pytest.raises(E2RAGError, match="saved again since.*persist_dir="):
+        load_index_from_storage(StorageContext.from_defaults(persist_dir=str(copy)))
+    own = load_index_from_storage(
+        StorageContext.from_defaults(persist_dir=str(copy)), persist_dir=str(copy)
+    )
+    assert "sequel" not in own.ref_doc_info and "sequel" in load(original).ref_doc_info
+
+
 def test_a_storage_context_holding_a_knowledge_graph_is_refused() -> None:
     graph = SimpleGraphStore()
     graph.upsert_triplet("Hermione", "studies", "rules")

@@ -22,7 +22,9 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
+from llama_index.core.vector_stores.types import MetadataFilters
 
+from llama_index_e2rag.filters import asearch, search
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
 from llama_index_e2rag.errors import E2RAGError
@@ -92,7 +94,8 @@ class ChronoRetriever(StoresRetriever):
     many words in relevance order, no sentence twice, the last one cut at a sentence end.
     ``faithful=True`` keeps the paper's presentation (by relevance) as the default ``order``;
     otherwise passages are presented in story order, so a character's earlier and later facets
-    read in the order they happen.
+    read in the order they happen. ``filters`` (``MetadataFilters`` on document metadata) takes
+    the keys from the matching documents only.
     """
 
     def __init__(
@@ -107,6 +110,7 @@ class ChronoRetriever(StoresRetriever):
         token_counter: Optional[TokenCounter] = None,
         budget_words: Optional[int] = None,
         faithful: bool = False,
+        filters: Optional[MetadataFilters] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
@@ -130,6 +134,7 @@ class ChronoRetriever(StoresRetriever):
                 "(from llama_index_e2rag import ChronoLayerBuilder) to use mode='chrono'"
             )
         self._stores = stores
+        self._set_filters(filters)
         self._embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.window = window
@@ -152,7 +157,9 @@ class ChronoRetriever(StoresRetriever):
         embedding = query_bundle.embedding or embed_model.get_agg_embedding_from_queries(
             query_bundle.embedding_strs
         )
-        hits = self._stores.search(NodeKind.FACT, embedding, self.similarity_top_k)
+        hits = search(
+            self._stores, self._scope(), NodeKind.FACT, embedding, self.similarity_top_k
+        )
         return self._assemble(query_bundle.query_str, hits)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -160,7 +167,9 @@ class ChronoRetriever(StoresRetriever):
         embedding = query_bundle.embedding or await embed_model.aget_agg_embedding_from_queries(
             query_bundle.embedding_strs
         )
-        hits = await self._stores.asearch(NodeKind.FACT, embedding, self.similarity_top_k)
+        hits = await asearch(
+            self._stores, self._scope(), NodeKind.FACT, embedding, self.similarity_top_k
+        )
         return await asyncio.to_thread(self._assemble, query_bundle.query_str, hits)
 
     # -- assembling -----------------------------------------------------------------------------

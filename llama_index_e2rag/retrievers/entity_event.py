@@ -54,7 +54,9 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import MetadataFilters
 
+from llama_index_e2rag.filters import DocScope, asearch, search
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
     EVIDENCE_KEY,
@@ -102,17 +104,19 @@ class RetrievalPlan:
 
 
 class StoresSource:
-    """``ranking.E2RAGSource`` over the stores; ``aio`` picks real async or blocking search."""
+    """``ranking.E2RAGSource`` over the stores; ``aio`` picks real async or blocking search;
+    searches stay within ``scope``'s documents when there is one."""
 
-    def __init__(self, stores: Stores, aio: bool) -> None:
+    def __init__(self, stores: Stores, aio: bool, scope: Optional[DocScope] = None) -> None:
         self._stores = stores
         self._aio = aio
+        self._scope = scope
 
     async def lookup(self, kind: NodeKind, vector: np.ndarray, top_k: int) -> dict[str, float]:
         if self._aio:
-            hits = await self._stores.asearch(kind, vector, top_k)
+            hits = await asearch(self._stores, self._scope, kind, vector, top_k)
         else:
-            hits = self._stores.search(kind, vector, top_k)
+            hits = search(self._stores, self._scope, kind, vector, top_k)
         return {hit.id: hit.score for hit in hits}
 
     async def similarities(
@@ -150,6 +154,8 @@ class EntityEventRetriever(StoresRetriever):
             where the cue points (``ranking.temporal``): "after the troll incident" prefers the
             chunks that follow the incident, so a character's later facet comes first.
         anchor_weight: bonus (in cosine units) of a chunk where the cue points fully.
+        filters: ``MetadataFilters`` on document metadata: seeds, expansion results and the
+            budget's extra chunks all come from the matching documents.
     """
 
     def __init__(
@@ -167,6 +173,7 @@ class EntityEventRetriever(StoresRetriever):
         budget_words: Optional[int] = None,
         faithful: bool = False,
         anchor_weight: float = ANCHOR_WEIGHT,
+        filters: Optional[MetadataFilters] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
@@ -181,6 +188,7 @@ class EntityEventRetriever(StoresRetriever):
         from llama_index_e2rag.extract.prompts import HYPOTHETICAL_ANSWER_PROMPT, QUERY_CUE_PROMPT
 
         self._stores = stores
+        self._set_filters(filters)
         self._embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.hyde = hyde
@@ -242,7 +250,8 @@ class EntityEventRetriever(StoresRetriever):
     # -- the algorithm (one body; ``aio`` picks real async or blocking I/O) --------------------
     async def _run(self, query: str, aio: bool) -> tuple[list[NodeWithScore], RetrievalPlan]:
         plan = await self._plan(query, aio)
-        source = StoresSource(self._stores, aio)
+        scope = self._scope()
+        source = StoresSource(self._stores, aio, scope)
         cue = None if self.faithful else temporal_cue(query)
         clause = [cue.clause] if cue is not None and cue.clause else []
         phrases = list(
@@ -267,7 +276,11 @@ class EntityEventRetriever(StoresRetriever):
         ranking = chunk_sims
         if cue is not None and clause:
             ranking = await self._anchored(source, chunk_sims, cue, vectors[cue.clause])
-        positions = {n.id: n.pos for n in graph.get_nodes(chunk_sims)}
+        positions = {
+            n.id: n.pos
+            for n in graph.get_nodes(chunk_sims)
+            if scope is None or scope.allows(n.doc_id)  # expansion may cross a document link
+        }
         ranked = sorted(
             (cid for cid in chunk_sims if cid in positions),
             key=lambda cid: (-ranking[cid], positions[cid]),

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Hashable, Literal, Optional, Sequence
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.core.schema import (
     NodeRelationship,
     NodeWithScore,
@@ -50,6 +51,7 @@ from llama_index_e2rag.ranking.event_graph import (
     match_events,
     reasoning_paths,
 )
+from llama_index_e2rag.filters import DocScope, asearch, search
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.retrievers.vector import chunk_metadata, chunk_result
@@ -132,6 +134,28 @@ def _build(stores: Stores, state: Hashable) -> EventGraphView:
 _VIEW: StateCache[EventGraphView] = StateCache(_build)
 
 
+def restrict_view(view: EventGraphView, scope: Optional[DocScope]) -> EventGraphView:
+    """The event graph of ``scope``'s documents only (``view`` itself without a filter), so
+    alignment, event matching and paths rank within them."""
+    if scope is None:
+        return view
+    entity_rows = [i for i, e in enumerate(view.entities) if scope.allows(e.doc_id)]
+    event_rows = [i for i, e in enumerate(view.events) if scope.allows(e.doc_id)]
+    entities = [view.entities[i] for i in entity_rows]
+    events = [view.events[i] for i in event_rows]
+    kept = {e.id for e in entities}
+    return EventGraphView(
+        entities=entities,
+        entity_vectors=view.entity_vectors[entity_rows],
+        events=events,
+        event_vectors=view.event_vectors[event_rows],
+        participants={
+            e.id: [m for m in view.participants.get(e.id, []) if m in kept] for e in events
+        },
+        graph=view.graph.subgraph(kept),
+    )
+
+
 class EventGraphRetriever(StoresRetriever):
     """Chunks, matched events, reasoning paths and aligned entities of the event graph.
 
@@ -147,6 +171,8 @@ class EventGraphRetriever(StoresRetriever):
         budget_words: fill this many words in evidence order (no sentence twice).
         parser: the question parser for "parse" (default: a new ``GroundedExtractor``).
         decompose_prompt: replaces ``DECOMPOSE_PROMPT`` (variables ``question``, ``evidence``).
+        filters: ``MetadataFilters`` on document metadata: chunks, entities, events and paths
+            are all taken from the matching documents.
     """
 
     def __init__(
@@ -164,6 +190,7 @@ class EventGraphRetriever(StoresRetriever):
         budget_words: Optional[int] = None,
         parser: Optional["GroundedExtractor"] = None,
         decompose_prompt: Any = None,
+        filters: Optional[MetadataFilters] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
@@ -189,6 +216,7 @@ class EventGraphRetriever(StoresRetriever):
             )
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._stores = stores
+        self._set_filters(filters)
         self._embed_model = embed_model
         self._llm_runner = llm_runner if decompose != "parse" else None
         self._parser = parser
@@ -212,8 +240,9 @@ class EventGraphRetriever(StoresRetriever):
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query = query_bundle.query_str
         q_vec = query_bundle.embedding or self._embed_model.get_query_embedding(query)
-        view = _VIEW.get(self._stores)
-        chunks = self._chunks(self._stores.search(NodeKind.CHUNK, q_vec, self.chunk_top_k))
+        scope = self._scope()
+        view = restrict_view(_VIEW.get(self._stores), scope)
+        chunks = self._chunks(search(self._stores, scope, NodeKind.CHUNK, q_vec, self.chunk_top_k))
         if self._llm_runner is not None:
             decomposition = run_sync(self._llm_decompose(query, chunks))
         else:
@@ -225,8 +254,9 @@ class EventGraphRetriever(StoresRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query = query_bundle.query_str
         q_vec = query_bundle.embedding or await self._embed_model.aget_query_embedding(query)
-        view = await asyncio.to_thread(_VIEW.get, self._stores)
-        hits = await self._stores.asearch(NodeKind.CHUNK, q_vec, self.chunk_top_k)
+        scope = self._scope()
+        view = restrict_view(await asyncio.to_thread(_VIEW.get, self._stores), scope)
+        hits = await asearch(self._stores, scope, NodeKind.CHUNK, q_vec, self.chunk_top_k)
         chunks = await asyncio.to_thread(self._chunks, hits)
         if self._llm_runner is not None:
             decomposition = await self._llm_decompose(query, chunks)

@@ -29,10 +29,13 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
+from llama_index.core.vector_stores.types import MetadataFilters
 
+from llama_index_e2rag.filters import DocScope
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
 from llama_index_e2rag.node_embeddings import (
+    CANDIDATE_KINDS,
     EMBEDDING_VARIANTS,
     EmbeddingVariant,
     NodeEmbeddingCache,
@@ -135,6 +138,8 @@ class GroundedGraphRetriever(StoresRetriever):
             once); K is raised so that enough sentences are reached. Without a budget the
             result is every sentence the top-K nodes per query node are grounded in, so
             ``similarity_top_k=5`` may return anywhere from a few to dozens of sentences.
+        filters: ``MetadataFilters`` on document metadata: the top-K nodes are chosen among
+            the matching documents' nodes only.
     """
 
     def __init__(
@@ -151,6 +156,7 @@ class GroundedGraphRetriever(StoresRetriever):
         order: Order = "relevance",
         max_sentences: Optional[int] = None,
         budget_words: Optional[int] = None,
+        filters: Optional[MetadataFilters] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
@@ -174,6 +180,7 @@ class GroundedGraphRetriever(StoresRetriever):
         check_budget(budget_words)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._stores = stores
+        self._set_filters(filters)
         self._embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.budget_words = budget_words
@@ -251,8 +258,12 @@ class GroundedGraphRetriever(StoresRetriever):
                 "was built with"
             )
         sims = queries @ matrix.T  # (query nodes, graph nodes), all rows unit length
-        k = min(self._top_k(), cache.size)
-        top = np.argpartition(sims, cache.size - k, axis=1)[:, cache.size - k :]
+        allowed = self._allowed(cache, self._scope())
+        if allowed is not None:  # other documents' nodes are never among the top K
+            sims[:, ~allowed] = -np.inf
+        reachable = cache.size if allowed is None else int(allowed.sum())
+        k = min(self._top_k(), reachable)
+        top = np.argpartition(sims, cache.size - k, axis=1)[:, cache.size - k :] if k else []
         copies: dict[int, _Hit] = {}
         for qi, row in enumerate(top):
             for gi in row:
@@ -295,6 +306,15 @@ class GroundedGraphRetriever(StoresRetriever):
             position = {node.id: (node.pos, node.id) for _, node in found}
             results.sort(key=lambda item: position[item.node.node_id])
         return results
+
+    def _allowed(
+        self, cache: NodeEmbeddingCache, scope: Optional[DocScope]
+    ) -> Optional[np.ndarray]:
+        """Which graph nodes of the matrix belong to the filter's documents (``None``: all)."""
+        if scope is None:
+            return None
+        ids = {i for kind in CANDIDATE_KINDS for i in scope.node_ids(self._stores, kind)}
+        return np.fromiter((i in ids for i in cache.node_ids), bool, len(cache.node_ids))
 
     def _top_k(self) -> int:
         """K graph nodes per query node; with a budget, enough to reach that many words."""

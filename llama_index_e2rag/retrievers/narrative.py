@@ -7,8 +7,9 @@ The default mode of ``E2RAGIndex``. One query:
 2. scores every passage with BM25 (``bm25s``) and the embedding, plus the graph signals of
    ``ranking.narrative`` (mentions, events, co-participation, temporal anchor, story edge);
 3. fuses them with the fitted ``NarrativeWeights``, lets strong hits bring their neighbouring
-   passage (the one after; for a *before* question the one before: continuation), and fills ``budget_words`` (or returns ``similarity_top_k`` passages)
-   without repeating text, cutting the last passage at a sentence end.
+   passage (the one after; for a *before* question the one before: continuation), and fills
+   ``budget_words`` (or returns ``similarity_top_k`` passages) without repeating text, cutting
+   the last passage at a sentence end.
 
 Every returned node says what brought it: ``metadata["signals"]`` holds each signal's weighted
 contribution to its score; a passage brought by continuation also has ``continuation`` (the score
@@ -31,7 +32,9 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
+from llama_index.core.vector_stores.types import MetadataFilters
 
+from llama_index_e2rag.filters import DocScope
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
     EVIDENCE_KEY,
@@ -49,6 +52,7 @@ from llama_index_e2rag.ranking.budget import Piece, budget_depth, fill_budget
 from llama_index_e2rag.ranking.narrative import (
     SIGNALS,
     NarrativeWeights,
+    PassageTable,
     QueryGraph,
     Ranked,
     Signals,
@@ -81,6 +85,8 @@ class NarrativeRetriever(StoresRetriever):
             sentence end). ``similarity_top_k`` is then ignored.
         weights: ``NarrativeWeights`` (default: the fitted ones shipped with the package).
         disable: signals to switch off, e.g. ``("anchor", "continuation")``.
+        filters: ``MetadataFilters`` on document metadata: only the matching documents'
+            passages are scored, ranked and fill the budget.
     """
 
     def __init__(
@@ -93,6 +99,7 @@ class NarrativeRetriever(StoresRetriever):
         budget_words: Optional[int] = None,
         weights: Optional[NarrativeWeights] = None,
         disable: Sequence[str] = (),
+        filters: Optional[MetadataFilters] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
@@ -101,6 +108,7 @@ class NarrativeRetriever(StoresRetriever):
         check_budget(budget_words)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._stores = stores
+        self._set_filters(filters)
         self._embed_model = embed_model
         self.passage_words = passage_words
         self.similarity_top_k = similarity_top_k
@@ -118,7 +126,7 @@ class NarrativeRetriever(StoresRetriever):
         return self.results(*self.signals(query_bundle.query_str))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        state = await asyncio.to_thread(narrative_state, self._stores)
+        state = await asyncio.to_thread(self._state)
         cue, texts = self._texts(query_bundle.query_str)
         embed = self._embed_model
         vectors = list(await asyncio.gather(*(embed.aget_query_embedding(t) for t in texts)))
@@ -126,6 +134,14 @@ class NarrativeRetriever(StoresRetriever):
         return self.results(state, self._signals(state, texts, vectors, graphs, cue))
 
     # -- steps ---------------------------------------------------------------------------------
+    def _state(self) -> NarrativeState:
+        """The passages this retrieval ranks: all of them, or the filter's documents' only."""
+        state = narrative_state(self._stores)
+        scope = self._scope()
+        if scope is None:
+            return state
+        return restrict_state(state, scope, self._stores.graph.doc_orders())
+
     def _texts(self, query: str) -> tuple[Optional[TemporalCue], list[str]]:
         """The question, and the anchor clause when its temporal cue has one."""
         cue = temporal_cue(query) if self.weights.anchor or self.weights.edge else None
@@ -154,7 +170,7 @@ class NarrativeRetriever(StoresRetriever):
         What ``retrieve`` ranks from; public so weights can be fitted without re-parsing and
         re-embedding each question for every candidate weighting.
         """
-        state = narrative_state(self._stores)
+        state = self._state()
         cue, texts = self._texts(query)
         embed = self._embed_model
         vectors = [embed.get_query_embedding(t) for t in texts]
@@ -191,7 +207,9 @@ class NarrativeRetriever(StoresRetriever):
         """Rank, continue and fill the budget from precomputed signals."""
         table = state.table
         if not len(table):
-            if self._stores.graph.nodes(NodeKind.CHUNK):
+            if not len(narrative_state(self._stores).table) and self._stores.graph.nodes(
+                NodeKind.CHUNK
+            ):
                 raise E2RAGError(
                     "this index has no passages (it was built before the narrative mode "
                     "existed): index its documents again (e2rag index PATH --store DIR) or "
@@ -235,6 +253,60 @@ class NarrativeRetriever(StoresRetriever):
             return self.similarity_top_k
         return min(len(table), budget_depth(self.budget_words, self.passage_words))
 
+
+
+def restrict_state(
+    state: NarrativeState, scope: DocScope, doc_orders: dict[str, int]
+) -> NarrativeState:
+    """``state`` with only the passages of ``scope``'s documents, rows renumbered: signals,
+    z-scores, ranking and continuation then see those documents as the whole story. BM25 keeps
+    the whole index's statistics (its scores are read and cut to the kept rows)."""
+    table = state.table
+    orders = [order for doc_id, order in doc_orders.items() if scope.allows(doc_id)]
+    rows = np.flatnonzero(np.isin(table.doc_of, orders))
+    renumber = np.full(len(table), -1, dtype=np.int64)
+    renumber[rows] = np.arange(len(rows))
+    names = {}
+    for name, found in table.names.items():
+        kept = renumber[found]
+        if (kept >= 0).any():
+            names[name] = kept[kept >= 0]
+    name_words: dict[str, set[str]] = {}
+    for name in names:
+        for word in name.split():
+            name_words.setdefault(word, set()).add(name)
+    events = {}
+    for lemma, found_events in table.events.items():
+        kept_events = [(int(renumber[r]), who) for r, who in found_events if renumber[r] >= 0]
+        if kept_events:
+            events[lemma] = kept_events
+    sub = PassageTable(
+        ids=[table.ids[r] for r in rows],
+        doc_of=table.doc_of[rows],
+        vectors=table.vectors[rows],
+        names=names,
+        name_words=name_words,
+        events=events,
+        starts=[table.starts[r] for r in rows],
+    )
+    return NarrativeState(
+        state.state,
+        sub,
+        _RowsLexical(state.lexical, rows),  # type: ignore[arg-type]
+        tuple(state.chunk_ids[r] for r in rows),
+    )
+
+
+class _RowsLexical:
+    """The whole index's BM25 scores, cut to some rows (a ``LexicalIndex`` for ``signals``)."""
+
+    def __init__(self, lexical: Any, rows: np.ndarray) -> None:
+        self._lexical = lexical
+        self._rows = rows
+        self.ids = [lexical.ids[r] for r in rows]
+
+    def scores(self, text: str) -> np.ndarray:
+        return np.asarray(self._lexical.scores(text))[self._rows]
 
 
 def _score_of(ranked: Sequence[Ranked], row: int) -> float:

@@ -19,6 +19,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.core.schema import (
     NodeRelationship,
     NodeWithScore,
@@ -58,6 +59,7 @@ from llama_index_e2rag.ranking.sentence_graph import (
     relation_path,
     unused_gate,
 )
+from llama_index_e2rag.filters import DocScope
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.retrievers.vector import chunk_metadata
@@ -170,6 +172,8 @@ class SentenceGraphRetriever(StoresRetriever):
         fill: after the paths, the unused candidates in fusion order.
         order: "story" presents the kept sentences in narrative order; "path" as ranked.
         budget_words: fill this many words in rank order (no sentence twice).
+        filters: ``MetadataFilters`` on document metadata: anchors and kept sentences come from
+            the matching documents only.
         faithful: the paper's algorithm: LLM refinement, path sentences only, in path order.
     """
 
@@ -194,6 +198,7 @@ class SentenceGraphRetriever(StoresRetriever):
         budget_words: Optional[int] = None,
         faithful: bool = False,
         refine_prompt: Any = None,
+        filters: Optional[MetadataFilters] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
@@ -226,6 +231,7 @@ class SentenceGraphRetriever(StoresRetriever):
             )
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._stores = stores
+        self._set_filters(filters)
         self._embed_model = embed_model
         self._llm_runner = llm_runner
         self._refine_prompt = refine_prompt
@@ -271,38 +277,50 @@ class SentenceGraphRetriever(StoresRetriever):
         query = query_bundle.query_str
         q_vec = query_bundle.embedding or self._embed_model.get_query_embedding(query)
         state = _VIEW.get(self._stores)
-        cosines, candidates = self._candidates(state.view, query, q_vec)
+        allowed = _allowed(state, self._scope())
+        cosines, candidates = self._candidates(state.view, query, q_vec, allowed)
         if self._refiner is not None and candidates:
             refinement, how = run_sync(self._refine(state.view, query, candidates))
         else:
             refinement, how = self._offline_refine(state.view, query, candidates)
-        return self._results(state, cosines, candidates, refinement, how)
+        return self._results(state, cosines, candidates, refinement, how, allowed)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query = query_bundle.query_str
         q_vec = query_bundle.embedding or await self._embed_model.aget_query_embedding(query)
         state = await asyncio.to_thread(_VIEW.get, self._stores)
+        allowed = await asyncio.to_thread(_allowed, state, self._scope())
         cosines, candidates = await asyncio.to_thread(
-            self._candidates, state.view, query, q_vec
+            self._candidates, state.view, query, q_vec, allowed
         )
         refinement, how = await self._refine(state.view, query, candidates)
         return await asyncio.to_thread(
-            self._results, state, cosines, candidates, refinement, how
+            self._results, state, cosines, candidates, refinement, how, allowed
         )
 
     # -- steps ---------------------------------------------------------------------------------
     def _candidates(
-        self, view: SentenceGraphView, query: str, q_vec: Sequence[float]
+        self,
+        view: SentenceGraphView,
+        query: str,
+        q_vec: Sequence[float],
+        allowed: Optional[np.ndarray] = None,
     ) -> tuple[np.ndarray, list[Candidate]]:
         """Query cosines and the fusion-ranked candidates: the first ``anchor_k`` are the anchor
         candidates; under a word budget with ``fill`` the list goes on (in fusion order) until it
-        holds twice the budget, so the fill can use the whole budget, as every mode does."""
+        holds twice the budget, so the fill can use the whole budget, as every mode does.
+        ``allowed`` (the filter's sentences) keeps the others out of the candidates and gives
+        them the lowest cosine, so paths do not lead there."""
         cosines = view.cosines(q_vec)
-        if not (self.fill and self.budget_words):
-            return cosines, anchor_candidates(
-                view, cosines, query, self.anchor_k, self.anchor_retriever
-            )
-        ranked = anchor_candidates(view, cosines, query, len(view), self.anchor_retriever)
+        filling = bool(self.fill and self.budget_words)
+        depth = self.anchor_k if allowed is None and not filling else len(view)
+        if allowed is not None:
+            cosines = np.where(allowed, cosines, -1.0).astype(np.float32)
+        ranked = anchor_candidates(view, cosines, query, depth, self.anchor_retriever)
+        if allowed is not None:
+            ranked = [c for c in ranked if allowed[c.idx]]
+        if not filling:
+            return cosines, ranked[: self.anchor_k]
         words, cut = 0, len(ranked)
         for i, candidate in enumerate(ranked):
             words += len(view.texts[candidate.idx].split())
@@ -348,8 +366,10 @@ class SentenceGraphRetriever(StoresRetriever):
         candidates: list[Candidate],
         refinement: Refinement,
         how: str,
+        allowed: Optional[np.ndarray] = None,
     ) -> list[NodeWithScore]:
-        """Expand (unless the refinement answers), rank, cut to the budget, present."""
+        """Expand (unless the refinement answers), rank, cut to the budget, present (a path
+        crossing into a document the filter leaves out drops that sentence)."""
         view = state.view
         anchors = [candidates[i].idx for i in refinement.keep]
         max_len = 1 if refinement.action == "answer" else self.max_path_length
@@ -364,6 +384,8 @@ class SentenceGraphRetriever(StoresRetriever):
             rst_gate=unused_gate(candidates[: self.anchor_k], anchors),
         )
         ranked = rank(paths, candidates, self.fill)
+        if allowed is not None:
+            ranked = [r for r in ranked if allowed[r.idx]]
         label = f"{how}:{refinement.action}"
         sources = chunk_metadata(self._stores, [state.nodes[r.idx].chunk_id for r in ranked])
         nodes = [_to_node(state, r, float(cosines[r.idx]), label, sources) for r in ranked]
@@ -371,6 +393,13 @@ class SentenceGraphRetriever(StoresRetriever):
         if self.order == "story":
             nodes.sort(key=lambda n: (tuple(n.node.metadata[POS_KEY]), n.node.node_id))
         return nodes
+
+
+def _allowed(state: _SentenceGraph, scope: Optional[DocScope]) -> Optional[np.ndarray]:
+    """Which sentence rows belong to the filter's documents (``None``: no filter)."""
+    if scope is None:
+        return None
+    return scope.rows([node.doc_id for node in state.nodes])
 
 
 def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Literal, Optional, Sequence
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
@@ -23,6 +24,7 @@ from llama_index_e2rag.context import (
     format_position,
 )
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
+from llama_index_e2rag.filters import asearch, search
 from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
 from llama_index_e2rag.schema import GraphNode, NodeKind
 from llama_index_e2rag.stores import Stores
@@ -42,7 +44,8 @@ class VectorChunkRetriever(StoresRetriever):
     ``similarity_top_k`` counts chunks. With ``budget_words`` the best chunks fill that many
     words instead (the overlap two chunks share counts once; the last one is cut at a sentence
     end). ``order`` is also the order the answer LLM reads them in (``context_order``): by
-    relevance, like the vanilla RAG baseline of the papers, or in story order.
+    relevance, like the vanilla RAG baseline of the papers, or in story order. ``filters``
+    (``MetadataFilters`` on document metadata) restricts the search to the matching documents.
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class VectorChunkRetriever(StoresRetriever):
         similarity_top_k: int = 5,
         order: Literal["relevance", "story"] = "relevance",
         budget_words: Optional[int] = None,
+        filters: Optional[MetadataFilters] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
@@ -61,6 +65,7 @@ class VectorChunkRetriever(StoresRetriever):
             raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
         check_budget(budget_words)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._set_filters(filters)
         self._stores = stores
         self._embed_model = embed_model
         self.similarity_top_k = similarity_top_k
@@ -79,11 +84,13 @@ class VectorChunkRetriever(StoresRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         vector = self._embed_model.get_query_embedding(query_bundle.query_str)
-        return self._to_nodes(self._stores.search(NodeKind.CHUNK, vector, self._depth()))
+        hits = search(self._stores, self._scope(), NodeKind.CHUNK, vector, self._depth())
+        return self._to_nodes(hits)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         vector = await self._embed_model.aget_query_embedding(query_bundle.query_str)
-        return self._to_nodes(await self._stores.asearch(NodeKind.CHUNK, vector, self._depth()))
+        hits = await asearch(self._stores, self._scope(), NodeKind.CHUNK, vector, self._depth())
+        return self._to_nodes(hits)
 
     def _to_nodes(self, hits: list[VectorHit]) -> list[NodeWithScore]:
         scores = {hit.id: hit.score for hit in hits}
