@@ -1,16 +1,21 @@
-"""Answers without an LLM: the best evidence sentences, each with its place in the story.
+"""Answers without an LLM: the sentence that answers first, then more evidence, with positions.
 
 ``ExtractiveSynthesizer`` is a llama-index ``BaseSynthesizer`` so it drops into
 ``RetrieverQueryEngine`` wherever an LLM synthesizer would. It splits the retrieved nodes into
-sentences (nodes that already are sentences, like the grounded retriever's, stay whole), ranks them
-by cosine similarity to the query with the index's embedding model (retriever score when there is
-none) and prints each with its source file and position, e.g.::
+sentences (nodes that already are sentences, like the grounded retriever's, stay whole), scores
+them by relevance (cosine similarity to the query with the index's embedding model, or the
+retriever's score), then reads the question the way an answer is looked for: its content words
+(lemmas) must be in the sentence, and a *who/where/when/why* question wants a sentence offering a
+new person, place, time or cause (``answer_types``). Each sentence is printed with its document
+and position, e.g.::
 
-    1. [peter_rabbit.txt · 42% · char 2,310] He lost one of his shoes among the cabbages, ...
+    1. [peter_rabbit.txt · 29% through the story] He lost one of his shoes among the cabbages, ...
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, AsyncGenerator, Generator, Literal, Optional, Sequence
 
@@ -34,15 +39,34 @@ from llama_index.core.schema import (
 )
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
+from llama_index_e2rag.answer_types import AnswerType, answer_type, content_lemmas, offers, parse
+from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
+from llama_index_e2rag.extract.grounded import SPACY_MODEL, load_spacy
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import NodeKind
+from llama_index_e2rag.story_position import StoryMap, describe_position, story_map
 from llama_index_e2rag.text import split_sentences
+
+logger = logging.getLogger(__name__)
 
 #: Metadata key under which ``Response.metadata`` carries the evidence as plain dicts.
 EVIDENCE_KEY = "e2rag_evidence"
 #: Metadata keys (in order of preference) naming where a node's text came from.
 SOURCE_KEYS = ("file_name", "file_path", "title", "source", "url")
+#: Candidates (best by relevance) parsed to read them against the question: enough for a few
+#: hundred words of evidence, few enough that parsing costs tens of milliseconds.
+MAX_PARSED = 48
+#: Weights of an answer's score: relevance rescaled to [0, 1] over the candidates, the share of
+#: the question's content words present (each weighted by how rare it is among the candidates),
+#: and offering the kind of answer asked for. Round values, the relevance weight chosen between
+#: 1 and 0.5 on FairytaleQA *train* stories (the retriever already chose every candidate for
+#: relevance, so its fine differences say less than the question's words); validation untouched.
+W_RELEVANCE, W_OVERLAP, W_ANSWER_TYPE = 0.5, 1.0, 0.5
+#: A question word found only in a candidate starting up to ``NEIGHBOUR_CHARS`` characters away
+#: in the same document counts this much: "Who helped Peter when he was caught in the net?" is
+#: answered a sentence or two after the one about the net, by one naming the helper, not the net.
+NEIGHBOUR_CHARS, NEIGHBOUR_CREDIT = 400, 0.5
 
 #: A query embedding and the embeddings of the candidate sentences, in candidate order.
 _Vectors = tuple[list[float], list[list[float]]]
@@ -62,15 +86,17 @@ class Evidence:
     node_id: str
     #: True when the node was a scored sentence kept whole, False when split out of a passage.
     whole_node: bool = False
+    #: The chapter (book, part, ...) heading the sentence comes under, when the text has them.
+    chapter: Optional[str] = None
+    #: True when the sentence offers the kind of answer the question asks for (a new person for
+    #: *who*, ...); None when the question was not read (no spaCy, ``rank_by="score"``).
+    offers_answer: Optional[bool] = None
 
     def location(self) -> str:
-        """Human-readable place in the story: source, share of the book, character offset."""
-        parts = [self.source]
-        if self.percent is not None:
-            parts.append(f"{self.percent:.0f}%")
-        if self.char_offset is not None:
-            parts.append(f"char {self.char_offset:,}")
-        return "[" + " · ".join(parts) + "]"
+        """Human-readable place in the story: document, chapter, share of the story."""
+        return "[" + describe_position(
+            self.source, self.percent, self.chapter, self.char_offset
+        ) + "]"
 
     def render(self) -> str:
         return f"{self.location()} {self.text}"
@@ -79,14 +105,18 @@ class Evidence:
 class ExtractiveSynthesizer(BaseSynthesizer):
     """Answer with the top ``top_n`` evidence sentences and their positions; never calls an LLM.
 
-    ``rank_by``: ``"similarity"`` ranks sentences by cosine similarity to the query with
-    ``embed_model``; ``"score"`` keeps the retriever's score and order; ``"auto"`` (default) keeps
-    the score when every node already is a scored sentence (the grounded retriever ranks them
-    better than a plain cosine can) and uses similarity when sentences had to be split out of
-    passages, whose score says nothing about which of their sentences answers. ``graph_store``
-    lets positions be shown as a share of the document ("42%"), which is what a reader of a long
-    novel can use; without it only character offsets are shown. ``order="story"`` lists the
-    chosen sentences in narrative order instead of best first.
+    Relevance, per ``rank_by``: ``"similarity"`` is cosine similarity to the query with
+    ``embed_model``; ``"auto"`` (default) keeps the retriever's score when every node already is a
+    scored sentence (the grounded retriever ranks them better than a plain cosine can) and uses
+    similarity when sentences had to be split out of passages, whose score says nothing about
+    which of their sentences answers. With ``"auto"`` and ``"similarity"`` the best
+    ``MAX_PARSED`` sentences are then re-read against the question with the spaCy pipeline
+    ``spacy_model`` (the grounded extractor's, loaded once per process): question words present
+    and the kind of answer asked for decide with relevance (see ``W_*``), so a sentence that only
+    resembles the question does not lead. ``"score"`` keeps the retriever's order untouched.
+    ``graph_store`` lets positions be shown as chapter and share of the document ("Chapter 3 ·
+    93% through the story"); without it only character offsets are shown. ``order="story"``
+    lists the chosen sentences in narrative order instead of best first.
     """
 
     def __init__(
@@ -97,6 +127,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         order: Literal["relevance", "story"] = "relevance",
         rank_by: Literal["auto", "similarity", "score"] = "auto",
         max_candidates: int = 256,
+        spacy_model: Optional[str] = SPACY_MODEL,
         callback_manager: Optional[CallbackManager] = None,
         streaming: bool = False,
     ) -> None:
@@ -120,13 +151,17 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         self._order = order
         self._rank_by = rank_by
         self._max_candidates = max_candidates
-        self._doc_lengths: dict[str, Optional[int]] = {}
+        self._spacy_model = spacy_model
+        self._story_maps: dict[str, Optional[StoryMap]] = {}
 
     @classmethod
     def from_index(cls, index: Any, **kwargs: Any) -> "ExtractiveSynthesizer":
-        """Use the index's embedding model and graph (for story percentages)."""
+        """Use the index's embedding model, graph (for story positions) and spaCy pipeline."""
+        from llama_index_e2rag.retrievers.parsing import extractors_parser
+
         kwargs.setdefault("embed_model", getattr(index, "embed_model", None))
         kwargs.setdefault("graph_store", getattr(index, "graph_store", None))
+        kwargs.setdefault("spacy_model", extractors_parser(getattr(index, "extractors", ())).model)
         return cls(**kwargs)
 
     # -- llama-index entry points -------------------------------------------------------------
@@ -152,7 +187,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
                 self._embed_model.get_query_embedding(query_str),
                 self._embed_model.get_text_embedding_batch([c.text for c in candidates]),
             )
-        evidence = self._rank(candidates, vectors)
+        evidence = self._rank(query_str, candidates, vectors)
         return self._respond(query_str, evidence, nodes, additional_source_nodes, is_async=False)
 
     async def asynthesize(
@@ -169,7 +204,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
                 await self._embed_model.aget_query_embedding(query_str),
                 await self._embed_model.aget_text_embedding_batch([c.text for c in candidates]),
             )
-        evidence = self._rank(candidates, vectors)
+        evidence = self._rank(query_str, candidates, vectors)
         return self._respond(query_str, evidence, nodes, additional_source_nodes, is_async=True)
 
     def get_response(
@@ -211,17 +246,19 @@ class ExtractiveSynthesizer(BaseSynthesizer):
                     continue
                 seen.add(key)
                 offset = None if base is None else base + (0 if is_sentence else start)
+                story = self._story_map(doc_id) if offset is not None else None
                 found.append(
                     Evidence(
                         text=sentence,
-                        source=_source(meta, doc_order),
+                        source=_source(meta, doc_id, doc_order),
                         doc_id=doc_id,
                         doc_order=doc_order,
                         char_offset=offset,
-                        percent=self._percent(doc_id, offset),
+                        percent=None if story is None else story.percent_at(offset),
                         score=score,
                         node_id=node.node_id,
                         whole_node=is_sentence and item.score is not None,
+                        chapter=None if story is None else story.chapter_at(offset),
                     )
                 )
                 if len(found) >= self._max_candidates:
@@ -230,33 +267,48 @@ class ExtractiveSynthesizer(BaseSynthesizer):
 
     def _rank(
         self,
+        query_str: str,
         candidates: list[Evidence],
         embeddings: Optional[_Vectors],
     ) -> list[Evidence]:
-        """Cosine-score the candidates when embeddings were computed, keep the best few."""
+        """Score relevance (cosine when embeddings were computed), re-read the most relevant
+        against the question, keep the best few."""
         if embeddings is not None and candidates:
             query_vec, vectors = np.asarray(embeddings[0]), np.asarray(embeddings[1])
             norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query_vec) or 1.0)
             sims = vectors @ query_vec / np.where(norms > 0, norms, 1.0)
             for item, sim in zip(candidates, sims):
                 item.score = float(sim)
-        ranked = sorted(
-            enumerate(candidates), key=lambda pair: (-pair[1].score, pair[0])
-        )  # stable: ties keep retrieval order
-        best = [item for _, item in ranked[: self._top_n]]
+        ranked = [
+            item
+            for _, item in sorted(enumerate(candidates), key=lambda pair: (-pair[1].score, pair[0]))
+        ]  # stable: ties keep retrieval order
+        nlp = self._nlp() if self._rank_by != "score" and ranked else None
+        if nlp is not None:
+            head = _read_against_question(nlp, query_str, ranked[:MAX_PARSED])
+            ranked = head + ranked[MAX_PARSED:]
+        best = ranked[: self._top_n]
         if self._order == "story":
             best.sort(key=lambda e: (e.doc_order or 0, e.char_offset or 0))
         return best
 
-    def _percent(self, doc_id: Optional[str], offset: Optional[int]) -> Optional[float]:
-        if self._graph_store is None or doc_id is None or offset is None:
+    def _nlp(self) -> Any:
+        """The spaCy pipeline (shared with the grounded extractor), None when not installed."""
+        if self._spacy_model is None:
             return None
-        if doc_id not in self._doc_lengths:
-            chunks = self._graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id)
-            ends = [c.span[1] for c in chunks if c.span is not None]
-            self._doc_lengths[doc_id] = max(ends) if ends else None
-        length = self._doc_lengths[doc_id]
-        return None if not length else min(100.0, 100.0 * offset / length)
+        try:
+            return load_spacy(self._spacy_model)
+        except MissingModelError as exc:
+            logger.warning("Extractive answers rank by relevance only: %s", exc)
+            self._spacy_model = None
+            return None
+
+    def _story_map(self, doc_id: Optional[str]) -> Optional[StoryMap]:
+        if self._graph_store is None or doc_id is None:
+            return None
+        if doc_id not in self._story_maps:
+            self._story_maps[doc_id] = story_map(self._graph_store, doc_id)
+        return self._story_maps[doc_id]
 
     def _respond(
         self,
@@ -267,7 +319,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         *,
         is_async: bool,
     ) -> RESPONSE_TYPE:
-        self._doc_lengths.clear()  # the index may change between questions
+        self._story_maps.clear()  # the index may change between questions
         source_nodes = list(nodes) + list(additional or [])
         metadata = {n.node.node_id: n.node.metadata for n in source_nodes}
         metadata[EVIDENCE_KEY] = [asdict(e) for e in evidence]
@@ -310,10 +362,66 @@ def _node_position(node: Any) -> tuple[Optional[int], Optional[int]]:
     return (int(order) if order is not None else None), (int(start) if start is not None else None)
 
 
-def _source(meta: dict[str, Any], doc_order: Optional[int]) -> str:
+def _read_against_question(nlp: Any, question: str, ranked: list[Evidence]) -> list[Evidence]:
+    """``ranked`` re-ordered by relevance, question words present and answer kind offered.
+
+    A question word's weight is its BM25 idf among the candidates: a name in every sentence
+    ("Peter") tells them apart less than a word in two ("shoes").
+    """
+    question_doc, *docs = parse(nlp, [question] + [e.text for e in ranked])
+    kind = answer_type(question)
+    wanted = content_lemmas(question_doc)
+    lemmas = [content_lemmas(doc) for doc in docs]
+    nearby = _nearby_lemmas(ranked, lemmas)
+    n = len(docs)
+    weight = {
+        lemma: math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for lemma in wanted
+        for df in [sum(lemma in found for found in lemmas)]
+    }
+    total = sum(weight.values())
+    scores = [e.score for e in ranked]
+    low, spread = min(scores), (max(scores) - min(scores)) or 1.0
+    combined: list[tuple[float, int, Evidence]] = []
+    for i, (item, doc, found, near) in enumerate(zip(ranked, docs, lemmas, nearby)):
+        credit = sum(weight[lemma] for lemma in wanted & found)
+        credit += NEIGHBOUR_CREDIT * sum(weight[lemma] for lemma in (wanted & near) - found)
+        overlap = credit / total if total else 0.0
+        answer = kind is not AnswerType.OTHER and offers(doc, kind, wanted)
+        item.offers_answer = answer
+        item.score = (
+            W_RELEVANCE * (item.score - low) / spread
+            + W_OVERLAP * overlap
+            + W_ANSWER_TYPE * answer
+        )
+        combined.append((-item.score, i, item))
+    return [item for _, _, item in sorted(combined, key=lambda t: (t[0], t[1]))]
+
+
+def _nearby_lemmas(ranked: list[Evidence], lemmas: list[set[str]]) -> list[set[str]]:
+    """Per candidate, the lemmas of the other candidates of its document that start within
+    ``NEIGHBOUR_CHARS`` of it (none when positions are unknown)."""
+    by_doc: dict[Optional[str], list[int]] = {}
+    for i, item in enumerate(ranked):
+        if item.char_offset is not None:
+            by_doc.setdefault(item.doc_id, []).append(i)
+    nearby: list[set[str]] = [set() for _ in ranked]
+    for members in by_doc.values():
+        for i in members:
+            for j in members:
+                gap = abs((ranked[i].char_offset or 0) - (ranked[j].char_offset or 0))
+                if j != i and gap <= NEIGHBOUR_CHARS:
+                    nearby[i] |= lemmas[j]
+    return nearby
+
+
+def _source(meta: dict[str, Any], doc_id: Optional[str], doc_order: Optional[int]) -> str:
+    """The document's file name or title, else its id, else its place among the documents."""
     for key in SOURCE_KEYS:
         if meta.get(key):
             return str(meta[key]).rsplit("/", 1)[-1] if key == "file_path" else str(meta[key])
+    if doc_id:
+        return str(doc_id)
     return f"document {doc_order}" if doc_order is not None else "document"
 
 

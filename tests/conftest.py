@@ -38,7 +38,7 @@ def hash_embed() -> HashEmbedding:
     return HashEmbedding()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The evaluation data beside the checkout; tests using it skip cleanly without it."""
     if not SHARED_DATA.is_dir():

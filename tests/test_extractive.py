@@ -1,4 +1,8 @@
-"""ExtractiveSynthesizer: LLM-free answers made of evidence sentences with story positions."""
+"""ExtractiveSynthesizer: LLM-free answers made of evidence sentences with story positions.
+
+The answer type rules themselves are in ``test_answer_types.py``; their effect on real retrieved
+evidence (spaCy + MiniLM, FairytaleQA stories) in ``test_extractive_answers.py``.
+"""
 
 from __future__ import annotations
 
@@ -60,8 +64,9 @@ def test_answer_is_the_evidence_sentence_with_its_position_and_source(minilm):
     best = "Peter lost one of his shoes among the cabbages."
     offset = STORY.index(best)
     first = text.splitlines()[1]
-    # Best evidence first, with the file it came from and its absolute character offset.
-    assert first == f"1. [garden.txt · char {offset:,}] {best}"
+    # Best evidence first, with the file it came from and (no graph, so no share of the story)
+    # its absolute character offset.
+    assert first == f"1. [garden.txt · character {offset:,}] {best}"
     evidence = response.metadata[EVIDENCE_KEY]
     assert evidence[0]["text"] == best and evidence[0]["char_offset"] == offset
     assert len(evidence) == 2
@@ -85,7 +90,39 @@ def test_percent_position_comes_from_the_graph(minilm):
     synth = ExtractiveSynthesizer(embed_model=minilm, graph_store=graph)
     text = str(synth.synthesize("What did his mother make?", [NodeWithScore(node=node, score=1)]))
     percent = round(100 * STORY.index("His mother") / len(STORY))
-    assert f"[document 0 · {percent}% · char {STORY.index('His mother'):,}]" in text
+    # No file name or title: the document is named by its id; the share is labelled as one.
+    assert f"[d · {percent}% through the story] His mother made camomile tea." in text
+
+
+def test_chapter_and_share_of_the_story_label_the_position(minilm):
+    book = "CHAPTER I.\n\n" + STORY + "\n\nCHAPTER II.\n\nPeter came home to the fir tree."
+    graph = NetworkXGraphStore()
+    graph.upsert_nodes(
+        [GraphNode(id="c", kind=NodeKind.CHUNK, text=book, doc_id="d", pos=(0, 0, 0),
+                   span=(0, len(book)))]
+    )
+    nodes = [
+        NodeWithScore(
+            node=TextNode(
+                text=sentence,
+                metadata={"kind": "sentence", "pos": [0, book.index(sentence), 0], "doc_id": "d",
+                          "title": "Peter in the Garden"},
+            ),
+            score=1.0,
+        )
+        for sentence in ("His mother made camomile tea.", "Peter came home to the fir tree.")
+    ]
+    lines = str(
+        ExtractiveSynthesizer(embed_model=minilm, graph_store=graph, top_n=2, order="story")
+        .synthesize("What happened?", nodes)
+    ).splitlines()[1:]
+    shares = [round(100 * book.index(n.node.text) / len(book)) for n in nodes]
+    assert lines == [
+        f"1. [Peter in the Garden · Chapter I · {shares[0]}% through the story] "
+        "His mother made camomile tea.",
+        f"2. [Peter in the Garden · Chapter II · {shares[1]}% through the story] "
+        "Peter came home to the fir tree.",
+    ]
 
 
 def test_without_embedding_the_retriever_order_decides():
@@ -97,21 +134,64 @@ def test_without_embedding_the_retriever_order_decides():
     assert "McGregor" not in text
 
 
-def test_scored_sentences_keep_the_retriever_ranking_unless_asked(minilm):
-    """Sentence nodes from the grounded retriever arrive ranked; ``auto`` trusts that ranking,
-    ``rank_by="similarity"`` re-ranks by cosine with the question."""
-    nodes = [
+def _scored_sentences(pairs: list[tuple[str, float]]) -> list[NodeWithScore]:
+    return [
         NodeWithScore(node=TextNode(text=text, metadata={"kind": "sentence"}), score=score)
-        for text, score in [
+        for text, score in pairs
+    ]
+
+
+def test_rank_by_score_keeps_the_retriever_order_untouched(minilm):
+    """``rank_by="score"`` is the retriever's order as it came; ``auto`` and ``similarity``
+    read the question and lead with the sentence that answers it."""
+    nodes = _scored_sentences(
+        [
             ("He ate some lettuces and some French beans.", 0.9),
             ("Peter lost one of his shoes among the cabbages.", 0.4),
         ]
-    ]
+    )
     query = "Where did Peter lose his shoe?"
-    auto = ExtractiveSynthesizer(embed_model=minilm, top_n=1).synthesize(query, nodes)
-    assert "lettuces" in str(auto)
-    by_sim = ExtractiveSynthesizer(embed_model=minilm, top_n=1, rank_by="similarity")
-    assert "shoes" in str(by_sim.synthesize(query, nodes))
+    by_score = ExtractiveSynthesizer(embed_model=minilm, top_n=1, rank_by="score")
+    response = by_score.synthesize(query, nodes)
+    assert "lettuces" in str(response)
+    assert response.metadata[EVIDENCE_KEY][0]["offers_answer"] is None  # the question unread
+    for rank_by in ("auto", "similarity"):
+        synth = ExtractiveSynthesizer(embed_model=minilm, top_n=1, rank_by=rank_by)
+        assert "shoes" in str(synth.synthesize(query, nodes)), rank_by
+
+
+def test_a_sentence_resembling_the_question_does_not_lead_because_it_ranked_first(minilm):
+    """Retriever rank 1 repeats the question's words but names no place; the sentence that
+    names where leads. The rule, not the sentence: the first answer offers a new place."""
+    nodes = _scored_sentences(
+        [
+            ("It was the second pair of shoes that Peter had lost in a fortnight!", 0.9),
+            ("Peter lost one of his shoes under the gooseberry bush.", 0.7),
+            ("His mother was not pleased.", 0.5),
+        ]
+    )
+    response = ExtractiveSynthesizer(embed_model=minilm, top_n=3).synthesize(
+        "Where did Peter lose his shoes?", nodes
+    )
+    evidence = response.metadata[EVIDENCE_KEY]
+    assert evidence[0]["offers_answer"] is True
+    assert [e["offers_answer"] for e in evidence[1:]] == [False, False]
+    assert "gooseberry bush" in evidence[0]["text"]
+
+
+def test_question_words_outweigh_retriever_rank_for_what_questions(minilm):
+    """No answer type for "what": the question's rarer words decide with relevance."""
+    nodes = _scored_sentences(
+        [
+            ("Peter ran to the garden as fast as he could.", 0.9),
+            ("Peter's mother gave him camomile tea at bed-time.", 0.3),
+            ("Peter sat in the garden.", 0.2),
+        ]
+    )
+    response = ExtractiveSynthesizer(top_n=1).synthesize(
+        "What did Peter's mother give him at bed-time?", nodes
+    )
+    assert "camomile" in str(response)
 
 
 def test_story_order_lists_evidence_in_narrative_order(minilm):
@@ -172,7 +252,7 @@ def test_position_label_format():
     synth = ExtractiveSynthesizer(top_n=1)
     node = TextNode(text="One sentence.", metadata={"kind": "sentence", "pos": [2, 12345, 0]})
     line = str(synth.synthesize("q", [NodeWithScore(node=node, score=1.0)])).splitlines()[1]
-    assert re.fullmatch(r"1\. \[document 2 · char 12,345\] One sentence\.", line)
+    assert re.fullmatch(r"1\. \[document 2 · character 12,345\] One sentence\.", line)
 
 
 def test_index_query_engine_answers_extractively_without_an_llm(minilm):
@@ -192,5 +272,27 @@ def test_index_query_engine_answers_extractively_without_an_llm(minilm):
     best = "Peter lost one of his shoes among the cabbages."
     offset = STORY.index(best)
     percent = round(100 * offset / len(STORY))
-    assert f"1. [garden.txt · {percent}% · char {offset:,}] {best}" in str(response)
+    assert f"1. [garden.txt · {percent}% through the story] {best}" in str(response)
     assert response.source_nodes[0].node.metadata["pos"][1] == offset
+
+
+def test_index_answers_name_the_chapter_found_in_the_book(minilm):
+    """End to end: chapter headings of an indexed book label the answer's position."""
+    from llama_index.core import Document
+
+    from llama_index_e2rag.extract.grounded import GroundedExtractor
+    from llama_index_e2rag.index import E2RAGIndex
+
+    book = (
+        "CHAPTER I.\n\nMr. McGregor was planting cabbages in the morning.\n\n"
+        "CHAPTER II. THE SHOES\n\nPeter lost one of his shoes among the cabbages.\n\n"
+        "CHAPTER III.\n\nHis mother made camomile tea."
+    )
+    index = E2RAGIndex.from_documents(
+        [Document(text=book, id_="book")], embed_model=minilm, extractors=[GroundedExtractor()]
+    )
+    response = index.as_query_engine(mode="grounded").query("Where did Peter lose his shoe?")
+    first = response.metadata[EVIDENCE_KEY][0]
+    assert "shoes" in first["text"] and first["chapter"] == "Chapter II"
+    label = r"^1\. \[book · Chapter II · \d+% through the story\] .*Peter lost"
+    assert re.search(label, str(response), re.MULTILINE)

@@ -1,0 +1,60 @@
+"""Story positions as readers use them: chapter headings and labelled shares of the story."""
+
+from __future__ import annotations
+
+import re
+
+from llama_index_e2rag.graph import NetworkXGraphStore
+from llama_index_e2rag.schema import GraphNode, NodeKind
+from llama_index_e2rag.story_position import StoryMap, describe_position, headings, story_map
+
+BOOK = (
+    "THE GARDEN\n\nCHAPTER I.\n\nPeter lived with his mother under a fir tree.\n\n"
+    "Part of the garden was locked.\n\n"
+    "Chapter 2: The Net\n\nHe ran into a gooseberry net.\n\n"
+    "BOOK THREE\n\nHe came home at last."
+)
+
+
+def test_headings_are_whole_heading_lines_with_their_number():
+    found = headings(BOOK, base=100)
+    assert [label for _, label in found] == ["Chapter I", "Chapter 2", "Book Three"]
+    assert [offset - 100 for offset, _ in found] == [
+        BOOK.index("CHAPTER I."), BOOK.index("Chapter 2"), BOOK.index("BOOK THREE")
+    ]
+    # Prose starting with a heading word is no heading.
+    assert "Part" not in " ".join(label for _, label in found)
+
+
+def test_chapter_at_is_the_last_heading_before_the_offset():
+    story = StoryMap(length=len(BOOK), headings=tuple(headings(BOOK)))
+    assert story.chapter_at(BOOK.index("THE GARDEN")) is None
+    assert story.chapter_at(BOOK.index("Peter lived")) == "Chapter I"
+    assert story.chapter_at(BOOK.index("gooseberry")) == "Chapter 2"
+    assert story.chapter_at(BOOK.index("came home")) == "Book Three"
+    assert story.percent_at(0) == 0.0 and story.percent_at(len(BOOK)) == 100.0
+
+
+def test_story_map_reads_headings_from_the_indexed_chunks():
+    cut = BOOK.index("Chapter 2")
+    graph = NetworkXGraphStore()
+    graph.upsert_nodes(
+        [
+            GraphNode(id=f"c{i}", kind=NodeKind.CHUNK, text=BOOK[a:b], doc_id="book",
+                      pos=(0, a, 0), span=(a, b))
+            for i, (a, b) in enumerate([(0, cut), (cut, len(BOOK))])
+        ]
+    )
+    story = story_map(graph, "book")
+    assert story is not None and story.length == len(BOOK)
+    assert story.headings == tuple(headings(BOOK))
+    assert story_map(graph, "another book") is None
+
+
+def test_a_share_of_the_story_is_never_shown_bare():
+    label = describe_position("novel.txt", 93.4, "Chapter 3", 12345)
+    assert label == "novel.txt · Chapter 3 · 93% through the story"
+    assert not re.search(r"\d+%(?! through the story)", label)
+    # Without a share the character offset is the position; without either, the document only.
+    assert describe_position("novel.txt", None, None, 12345) == "novel.txt · character 12,345"
+    assert describe_position("novel.txt") == "novel.txt"
