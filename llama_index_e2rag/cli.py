@@ -16,17 +16,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
-from llama_index_e2rag import cli_errors
+from llama_index_e2rag import cli_errors, cli_query
 from llama_index_e2rag.cli_store import has_store, load_store, read_documents
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.modes import DEFAULT_MODE, HYDE_VARIANTS, RETRIEVER_MODES
 
 if TYPE_CHECKING:
-    from llama_index.core.base.base_query_engine import BaseQueryEngine
-
     from llama_index_e2rag.builders import DocumentBuilder
     from llama_index_e2rag.index import E2RAGIndex
 
+#: ``e2rag serve``'s port unless ``--port`` is given.
+DEFAULT_PORT = 8765
 #: ``e2rag index`` flags adding a document builder: its ``config_name`` (the argparse dest) ->
 #: what it builds.
 BUILDER_FLAGS = {
@@ -34,6 +34,13 @@ BUILDER_FLAGS = {
     "sentence_graph": "the sentence graph",
     "event_graph": "the fused entities and their events",
 }
+
+
+#: What ``e2rag --help`` says first (plain text: argparse prints it as it is).
+DESCRIPTION = (
+    "e2rag: index text files into a narrative store, query it (or serve it over HTTP), show "
+    "what it holds, run the demo."
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,7 +51,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="e2rag", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="e2rag", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     index = commands.add_parser("index", help="index text files or folders into a store")
@@ -56,26 +63,39 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument(
         "--chrono",
         action="store_true",
-        help="also build ChronoRAG's layers (mode chrono); a store remembers it for later runs",
+        help="also build ChronoRAG's layers (mode chrono); on an existing store they are added "
+        "to its documents without extracting them again, and later runs keep building them",
     )
     index.add_argument(
         "--sentence-graph",
         action="store_true",
-        help="also build SentGraph's sentence graph (mode sentence_graph); a store remembers it "
-        "for later runs and keeps the layers it already builds",
+        help="also build SentGraph's sentence graph (mode sentence_graph); added to an existing "
+        "store's documents like --chrono, keeping the layers it already builds",
     )
     index.add_argument(
         "--event-graph",
         action="store_true",
         help="also build E2GraphRAG's fused entities and events (mode event_graph, e2rag "
-        "timeline); a store remembers it for later runs",
+        "timeline); added to an existing store's documents like --chrono",
+    )
+    index.add_argument(
+        "--encoding",
+        default="utf-8",
+        help="the files' text encoding (default utf-8), e.g. latin-1 or cp1252; auto detects "
+        "each file's",
     )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
     index.set_defaults(func=_cmd_index)
 
     query = commands.add_parser("query", help="answer a question from a store")
     query.add_argument("question")
-    query.add_argument("--store", required=True, type=Path)
+    source = query.add_mutually_exclusive_group(required=True)
+    source.add_argument("--store", type=Path, help="the store folder to load and ask")
+    source.add_argument(
+        "--server",
+        default=None,
+        help="ask a running e2rag serve instead, e.g. http://127.0.0.1:8765 (no load per query)",
+    )
     query.add_argument(
         "--mode",
         choices=RETRIEVER_MODES,
@@ -102,8 +122,39 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--quiet", action="store_true", help="no progress bars")
     query.set_defaults(func=_cmd_query)
 
+    serve = commands.add_parser(
+        "serve", help="keep a store loaded and answer queries over HTTP (OpenAPI page at /docs)"
+    )
+    serve.add_argument("--store", required=True, type=Path, help="the store folder to serve")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only)",
+    )
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0 picks a free one"
+    )
+    serve.add_argument("--quiet", action="store_true", help="no progress bar, no request log")
+    serve.set_defaults(func=_cmd_serve)
+
     show = commands.add_parser("show", help="what a store holds")
     show.add_argument("--store", required=True, type=Path)
+    show.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        help="write a self-contained HTML page of the story here instead (open it in a browser)",
+    )
+    show.add_argument(
+        "--query", default=None, help="with --html: this query's evidence and its subgraph"
+    )
+    show.add_argument("--entity", default=None, help="with --html: this character's timeline")
+    show.add_argument(
+        "--mode",
+        choices=RETRIEVER_MODES,
+        default=None,
+        help=f"with --query: the retrieval mode (default {DEFAULT_MODE})",
+    )
     show.set_defaults(func=_cmd_show)
 
     timeline = commands.add_parser(
@@ -230,7 +281,8 @@ def _expected_reason(exc: BaseException, store: Optional[Path]) -> Optional[str]
             return f"{module} is not installed: pip install \"llama-index-e2rag[{extra}]\""
         return f"{cli_errors.first_line(exc)}; reinstall llama-index-e2rag or install {module}"
     if isinstance(exc, ValueError):  # bad input, or a store file llama-index could not parse
-        if cli_errors.raised_in(exc, __file__):  # our own checks of the arguments
+        if cli_errors.raised_in(exc, __file__) or cli_errors.raised_in(exc, cli_query.__file__):
+            # our own checks of the arguments
             return cli_errors.first_line(exc)
         damaged = _damaged_reason(exc, store)
         if damaged:
@@ -300,7 +352,7 @@ def _os_reason(exc: OSError, store: Optional[Path]) -> str:
 def _cmd_index(args: argparse.Namespace) -> int:
     from llama_index_e2rag.index import E2RAGIndex
 
-    documents = read_documents(args.paths)
+    documents = read_documents(args.paths, encoding=args.encoding)
     options = {
         "chunk_size": args.chunk_size,
         "chunk_overlap": args.chunk_overlap,
@@ -310,19 +362,17 @@ def _cmd_index(args: argparse.Namespace) -> int:
     }
     flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
     builders = default_builders(flags)
-    notes: list[str] = []
+    unchanged = 0
+    added = None
     if has_store(args.store):  # the flags add to the builders the store restores
         index = load_store(args.store, progress=not args.quiet, **options)
-        present = {getattr(b, "config_name", None) for b in index.doc_builders}
-        index.add_doc_builders(builders)
-        earlier = set(index.graph_store.doc_orders()) - {doc.id_ for doc in documents}
-        notes = [
-            f"note: {BUILDER_FLAGS[flag]} covers the documents of this run and later ones; "
-            f"index the {len(earlier)} earlier document(s) again to add them to it"
-            for flag in flags
-            if earlier and flag not in present
-        ]
-        index.insert_documents(documents)
+        records = index.graph_store.doc_records()
+        changed = [d for d in documents if (records.get(d.id_) or {}).get("hash") != d.hash]
+        unchanged = len(documents) - len(changed)
+        if changed:  # extracted with the store's builders; the new layers come next, for all
+            index.insert_documents(changed)
+        added = index.add_layers(builders, documents)
+        documents = changed
         index.storage_context.persist(str(args.store))
     else:  # a new store (or what a save killed before it finished left): build it aside
         index = E2RAGIndex.from_documents(documents, doc_builders=builders, **options)
@@ -331,13 +381,16 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
     counts = node_counts(index.graph_store)
     failures = index.extraction_report()
+    skipped = f" ({unchanged} unchanged, not extracted again)" if unchanged else ""
     print(
-        f"indexed {len(documents)} document(s) into {args.store}: "
+        f"indexed {len(documents)} document(s){skipped} into {args.store}: "
         + ", ".join(f"{n} {kind}" for kind, n in counts.items())
         + (f"; {len(failures)} chunk(s) failed extraction (see e2rag show)" if failures else "")
     )
-    for note in notes:
-        print(note)
+    if added is not None and added.names:
+        what = " and ".join(BUILDER_FLAGS.get(name, name) for name in added.names)
+        print(f"added {what} to {added.documents} document(s) ({added.nodes} new nodes), "
+              "from the stored graph, without extracting them again")
     return 0
 
 
@@ -349,87 +402,26 @@ def default_builders(names: Sequence[str]) -> list["DocumentBuilder"]:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from llama_index_e2rag.context import POS_KEY, format_position
+    from llama_index_e2rag.cli_query import QueryOptions, print_result, run_query
 
-    if not args.question.strip():
-        raise ValueError("the question is empty; ask something, e.g. e2rag query \"Who is X?\"")
-    if args.top_k is not None and args.top_k < 1:
-        raise ValueError("--top-k must be at least 1")
-    if args.budget_words is not None and args.budget_words < 1:
-        raise ValueError("--budget-words must be at least 1")
-    index = load_store(args.store, progress=not args.quiet)
-    options = {"similarity_top_k": args.top_k, "budget_words": args.budget_words}
-    mode = args.mode or ("entity_event" if args.hyde else DEFAULT_MODE)
-    options = {k: v for k, v in options.items() if v is not None}
-    engine = _query_engine(index, args.store, mode, hyde=args.hyde, **options)
-    response = engine.query(args.question)
-    print(str(response).strip())
-    print("\nEvidence:")
-    for i, source in enumerate(response.source_nodes, start=1):
-        meta = source.node.metadata
-        pos = meta.get(POS_KEY)
-        where = format_position(pos) if pos else "position unknown"
-        score = f"{source.score:.3f}" if source.score is not None else "-"
-        snippet = " ".join(source.node.get_content().split())[:200]
-        source_id = meta.get("doc_id", source.node.ref_doc_id)
-        print(f"[{i}] {source_id} ({where}; score {score}) {snippet}")
-        if "relation_path" in meta:
-            print(f"    path: {meta['relation_path']}")
-        if args.explain:
-            print(f"    {explain(meta)}")
+    options = QueryOptions(
+        args.question, args.mode, args.hyde, args.top_k, args.budget_words
+    ).checked()
+    if args.server is not None:
+        from llama_index_e2rag.cli_serve import ask_server
+
+        result = ask_server(args.server, options)
+    else:
+        index = load_store(args.store, progress=not args.quiet)
+        result = run_query(index, args.store, options)
+    print_result(result, args.explain, sys.stdout)
     return 0
 
 
-def _query_engine(
-    index: "E2RAGIndex", store: Path, mode: str, **kwargs: object
-) -> "BaseQueryEngine":
-    """``index.as_query_engine(mode=mode, **kwargs)``; a missing sentence or event graph is
-    explained in CLI terms."""
-    try:
-        return index.as_query_engine(mode=mode, **kwargs)
-    except E2RAGError as exc:
-        from llama_index_e2rag.retrievers.event_graph import EventGraphMissingError
-        from llama_index_e2rag.retrievers.sentence_graph import SentenceGraphMissingError
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from llama_index_e2rag.cli_serve import serve
 
-        missing = {SentenceGraphMissingError: ("sentence graph", "--sentence-graph"),
-                   EventGraphMissingError: ("event graph", "--event-graph")}.get(type(exc))
-        if missing is None:
-            raise
-        raise E2RAGError(
-            f"{store} has no {missing[0]}; index its files again with it: "
-            f"e2rag index PATH... --store {store} {missing[1]}"
-        ) from exc
-
-
-def explain(metadata: dict) -> str:
-    """One line saying what brought a result: the narrative mode's signal contributions, or
-    the evidence another mode records."""
-    signals = metadata.get("signals")
-    if signals:
-        parts = [f"{name} {value:+.3f}" for name, value in signals.items() if name != "continuation"]
-        line = "signals: " + (", ".join(parts) or "none")
-        if "continuation" in signals:
-            line += f"; continues a hit scored {signals['continuation']:.3f}"
-        return line
-    if "relation_path" in metadata:
-        hop, via = metadata["hop"], metadata["via"]
-        reached = {"anchor": "an anchor", "fill": "a match on no path"}.get(
-            via, f"hop {hop} along a {via} edge"
-        )
-        return (f"sentence graph: {metadata['sentence_role']} sentence, {reached}, similarity "
-                f"{metadata['similarity']:.3f}, refinement {metadata['refinement']}")
-    if "evidence_role" in metadata:
-        how = metadata.get("decomposition", {}).get("how", "")
-        match = f", {metadata['match']} match" if "match" in metadata else ""
-        return f"event graph: {metadata['label']} ({metadata['evidence_role']}{match}), query " \
-               f"decomposed by {how}"
-    seeds = metadata.get("seed_scores")
-    if seeds:
-        return f"seeds: {len(seeds)} mention/event seed(s) in this chunk, best {max(seeds.values()):.3f}"
-    if "query_hits" in metadata:
-        return (f"graph: {metadata['query_hits']} query node(s) matched, "
-                f"{metadata.get('ret_count', 0)} graph node(s) grounded here")
-    return "similarity only (this mode records no other signals)"
+    return serve(args.store, args.host, args.port, quiet=args.quiet)
 
 
 def _persist_new(index: "E2RAGIndex", store: Path) -> None:
@@ -456,10 +448,10 @@ def _persist_new(index: "E2RAGIndex", store: Path) -> None:
     except BaseException:
         shutil.rmtree(aside, ignore_errors=True)
         raise
-    from llama_index_e2rag.persistence import E2RAG_DIR, write_pointer
+    from llama_index_e2rag.persistence import E2RAG_DIR, new_save_id, write_pointer
 
     # the pointer named the folder it was saved in
-    write_pointer(store / "graph_store.json", (store / E2RAG_DIR).resolve())
+    write_pointer(store / "graph_store.json", (store / E2RAG_DIR).resolve(), new_save_id())
 
 
 def _cmd_repair(args: argparse.Namespace) -> int:
@@ -488,11 +480,18 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_timeline(args: argparse.Namespace) -> int:
+    from llama_index_e2rag.extract.event_graph.fusion import fused_entities
     from llama_index_e2rag.timeline import entity_timeline, format_timeline, timeline_dict
 
     if args.limit is not None and args.limit < 1:
         raise E2RAGError(f"--limit must be at least 1, got {args.limit}")
     index = load_store(args.store)
+    if not fused_entities(index.graph_store):
+        raise E2RAGError(
+            f"{args.store} has no event graph (e2rag timeline needs its fused entities); add "
+            f"it, without extracting the documents again, with: e2rag index FILES --store "
+            f"{args.store} --event-graph"
+        )
     found = entity_timeline(index.graph_store, args.name, doc_id=args.doc)
     if args.json:
         print(json.dumps(timeline_dict(found), ensure_ascii=False, indent=1))

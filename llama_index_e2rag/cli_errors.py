@@ -38,6 +38,8 @@ EXTRA_OF_MODULE = {
     "pymilvus": "stores",
     "milvus_lite": "stores",
     "llama_index.vector_stores": "stores",
+    "fastapi": "serve",
+    "uvicorn": "serve",
     "matplotlib": "bench",
     "tiktoken": "bench",
     "usearch": "bench",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -12,13 +13,25 @@ if TYPE_CHECKING:
 
     from llama_index_e2rag.index import E2RAGIndex
 
+#: ``--encoding`` value that detects each file's encoding (``charset-normalizer``).
+AUTO_ENCODING = "auto"
 #: File types picked up when a folder is given to ``e2rag index``.
 TEXT_SUFFIXES = (".txt", ".md", ".text", ".markdown")
 
 
-def read_documents(paths: Sequence[Path]) -> list["Document"]:
-    """UTF-8 text files (folders: their text files, recursively), ids = absolute paths."""
+def read_documents(paths: Sequence[Path], encoding: str = "utf-8") -> list["Document"]:
+    """Text files (folders: their text files, recursively) in ``encoding`` (``auto``: detected
+    per file), ids = absolute paths."""
     from llama_index.core import Document
+
+    if encoding != AUTO_ENCODING:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise BadDocumentError(
+                f"unknown encoding --encoding {encoding}; give one such as utf-8, latin-1, "
+                f"cp1252, or {AUTO_ENCODING} to detect it"
+            ) from None
 
     files: list[Path] = []
     for path in paths:
@@ -33,10 +46,7 @@ def read_documents(paths: Sequence[Path]) -> list["Document"]:
             raise FileNotFoundError(f"no such file or folder: {path}")
     documents = []
     for file in files:
-        try:
-            text = file.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise BadDocumentError(f"{file} is not UTF-8 text ({exc.reason})") from exc
+        text = _decode(file, encoding)
         resolved = file.resolve()
         documents.append(
             Document(
@@ -48,6 +58,33 @@ def read_documents(paths: Sequence[Path]) -> list["Document"]:
             )
         )
     return documents
+
+
+def _decode(file: Path, encoding: str) -> str:
+    """``file``'s text; a failure says which ``--encoding`` to pass."""
+    data = file.read_bytes()
+    if encoding == AUTO_ENCODING:
+        from charset_normalizer import from_bytes
+
+        best = from_bytes(data).best()
+        if best is None:
+            raise BadDocumentError(
+                f"cannot tell the encoding of {file} (binary, or mixed encodings); pass "
+                "--encoding NAME if it is text"
+            )
+        return str(best)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        name = codecs.lookup(encoding).name
+        hint = "--encoding latin-1 (or the file's encoding)" if name == "utf-8" else (
+            "the file's encoding with --encoding NAME"
+        )
+        label = "UTF-8" if name == "utf-8" else name
+        raise BadDocumentError(
+            f"{file} is not {label} text (byte {exc.start}: {exc.reason}); pass {hint}, or "
+            f"--encoding {AUTO_ENCODING} to detect it"
+        ) from exc
 
 
 def has_store(store: Path) -> bool:

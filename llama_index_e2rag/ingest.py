@@ -17,7 +17,17 @@ import logging
 import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, List, Mapping, Optional, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+)
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -149,13 +159,15 @@ async def stage_document(
     llm_runner: Callable[[], Optional["LLMRunner"]],
     passage_words: int = DEFAULT_PASSAGE_WORDS,
     embed_model: Optional[Callable[[], BaseEmbedding]] = None,
+    on_builder: Optional[Callable[[str], None]] = None,
 ) -> StagedDoc:
     """Collect one document's graph in a staging store: chunks, fragments, story edges,
     passages, layers.
 
     ``llm_runner`` is called only when a builder wants the index's runner, so building without
     LLM-using builders never resolves an LLM; ``embed_model`` likewise, for a builder that
-    compares texts while it builds (``use_embed_model``).
+    compares texts while it builds (``use_embed_model``). ``on_builder`` is told each
+    builder's name as it starts (the progress bar's label: one book's layers take minutes).
     """
     from llama_index_e2rag.extract.linking import story_order_edges
 
@@ -179,23 +191,46 @@ async def stage_document(
     graph.upsert_nodes(passages)
     graph.upsert_edges(passage_edges)
     if document is not None:
-        for builder in builders:
-            adopt = getattr(builder, "use_llm_runner", None)
-            if adopt is not None:
-                adopt(llm_runner())
-            adopt_embedding = getattr(builder, "use_embed_model", None)
-            if adopt_embedding is not None and embed_model is not None:
-                adopt_embedding(embed_model())
-            new_nodes, new_edges, problems = split_result(
-                await builder.abuild(document, order, chunks, graph)
-            )
-            graph.upsert_nodes(new_nodes)
-            graph.upsert_edges(new_edges)
-            failures.extend(
-                {"doc_id": doc_id, "chunk_id": p.get("chunk_id", ""), "reason": p["reason"]}
-                for p in problems
-            )
+        failures += await run_builders(
+            document, doc_id, order, chunks, graph, builders, llm_runner, embed_model, on_builder
+        )
     return StagedDoc(document, doc_id, order, chunks, graph, failures)
+
+
+async def run_builders(
+    document: Document,
+    doc_id: str,
+    order: int,
+    chunks: Sequence[TextNode],
+    graph: GraphStore,
+    builders: Sequence[DocumentBuilder],
+    llm_runner: Callable[[], Optional["LLMRunner"]],
+    embed_model: Optional[Callable[[], BaseEmbedding]] = None,
+    on_builder: Optional[Callable[[str], None]] = None,
+) -> list[dict[str, str]]:
+    """Run ``builders`` in order over one document's staging ``graph``, adding what each
+    builds (a later builder sees the earlier ones' layers); returns their failures. Shared by
+    indexing and by adding layers to stored documents (``layers``)."""
+    failures: list[dict[str, str]] = []
+    for builder in builders:
+        if on_builder is not None:
+            on_builder(getattr(builder, "config_name", None) or type(builder).__name__)
+        adopt = getattr(builder, "use_llm_runner", None)
+        if adopt is not None:
+            adopt(llm_runner())
+        adopt_embedding = getattr(builder, "use_embed_model", None)
+        if adopt_embedding is not None and embed_model is not None:
+            adopt_embedding(embed_model())
+        new_nodes, new_edges, problems = split_result(
+            await builder.abuild(document, order, chunks, graph)
+        )
+        graph.upsert_nodes(new_nodes)
+        graph.upsert_edges(new_edges)
+        failures.extend(
+            {"doc_id": doc_id, "chunk_id": p.get("chunk_id", ""), "reason": p["reason"]}
+            for p in problems
+        )
+    return failures
 
 
 async def link_staged(
@@ -357,30 +392,41 @@ async def embed_staged(
     show_progress: bool = False,
     known: Optional[Mapping[str, np.ndarray]] = None,
 ) -> StagedVectors:
-    """Embed every text a staged node's vector is made of (``node_vectors.sources``) once,
-    shortest texts first (the model pads a batch to its longest text, so similar lengths batch
-    together); texts in ``known`` (a ``RecordingEmbedding``'s) take the vector they have."""
-    from tqdm.auto import tqdm
-
-    distinct = {
+    """Embed every text a staged node's vector is made of (``node_vectors.sources``) once."""
+    texts = {
         text
         for graph in graphs
         for node in graph.nodes()
         if embeddable(node)
         for text in node_vectors.sources(node, graph)
     }
+    return await embed_texts(embed_model, texts, show_progress, known)
+
+
+async def embed_texts(
+    embed_model: BaseEmbedding,
+    texts: Iterable[str],
+    show_progress: bool = False,
+    known: Optional[Mapping[str, np.ndarray]] = None,
+) -> StagedVectors:
+    """One float32 row per distinct text, shortest texts first (the model pads a batch to its
+    longest text, so similar lengths batch together); texts in ``known`` (a
+    ``RecordingEmbedding``'s) take the vector they have."""
+    from tqdm.auto import tqdm
+
+    distinct = set(texts)
     reused = sorted(distinct & set(known or {}))
-    texts = sorted(distinct.difference(reused), key=lambda t: (len(t), t))
+    todo = sorted(distinct.difference(reused), key=lambda t: (len(t), t))
     parts: list[np.ndarray] = []
-    with tqdm(total=len(texts), desc="Embedding", unit="text", disable=not show_progress) as bar:
-        for start in range(0, len(texts), EMBED_CALL_TEXTS):
-            batch = texts[start : start + EMBED_CALL_TEXTS]
+    with tqdm(total=len(todo), desc="Embedding", unit="text", disable=not show_progress) as bar:
+        for start in range(0, len(todo), EMBED_CALL_TEXTS):
+            batch = todo[start : start + EMBED_CALL_TEXTS]
             parts.append(np.asarray(await embed_model.aget_text_embedding_batch(batch), np.float32))
             bar.update(len(batch))
     if reused and known is not None:
         parts.append(np.stack([known[t] for t in reused]).astype(np.float32, copy=False))
     matrix = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
-    return StagedVectors({t: i for i, t in enumerate([*texts, *reused])}, matrix)
+    return StagedVectors({t: i for i, t in enumerate([*todo, *reused])}, matrix)
 
 
 def embeddable(node: GraphNode) -> bool:
