@@ -22,8 +22,21 @@ SENTGRAPH_LABEL = "sentence (sentence graph {role})"
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``e2rag show``: the store's health, documents, node and edge counts, builders, LLM
-    spending and extraction failures."""
+    spending and extraction failures; with ``--html``, the story page instead."""
     from llama_index_e2rag.store_check import full_check
+
+    if getattr(args, "html", None) is not None:
+        return write_story_page(args)
+    unused = [
+        flag
+        for flag, value in (("--query", "query"), ("--entity", "entity"), ("--mode", "mode"))
+        if getattr(args, value, None) is not None
+    ]
+    if unused:
+        raise E2RAGError(
+            f"{', '.join(unused)} apply only with --html FILE, e.g. e2rag show --store "
+            f"{args.store} --html story.html {unused[0]} ..."
+        )
     from llama_index_e2rag.store_info import summarize
 
     health = full_check(args.store) if (args.store / "e2rag").is_dir() else None
@@ -48,7 +61,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         finally:
             graph.close()
     print(f"store: {args.store}")
-    print("status: ok" + ("" if health is None or not health.notes else f" ({len(health.notes)} note(s))"))
+    noted = health is not None and health.notes
+    print("status: ok" + (f" ({len(health.notes)} note(s))" if noted else ""))
     for note in health.notes if health is not None else []:
         print(f"  note: {note}")
     print("documents:")
@@ -67,6 +81,33 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"extraction failures: {len(summary.failures)}")
     for failure in summary.failures:
         print(f"  {failure['doc_id']} {failure['chunk_id']}: {failure['reason']}")
+    return 0
+
+
+def write_story_page(args: argparse.Namespace) -> int:
+    """``e2rag show --html FILE``: the story page (``E2RAGIndex.visualize``), written whole;
+    checked before the store is loaded so a typo costs no load."""
+    from llama_index_e2rag.cli_query import cli_advice
+    from llama_index_e2rag.modes import DEFAULT_MODE
+    from llama_index_e2rag.visualize import write_page
+
+    if args.query is not None and not args.query.strip():
+        raise E2RAGError("--query is empty; ask something, e.g. --query \"Who is X?\"")
+    if args.mode is not None and args.query is None:
+        raise E2RAGError("--mode chooses how --query retrieves; add --query \"...\"")
+    if args.entity is not None and not args.entity.strip():
+        raise E2RAGError("--entity is empty; name a character, e.g. --entity Peter")
+    target = args.html
+    if target.is_dir() or not target.parent.is_dir():
+        write_page(target, "")  # raises the one-line reason, writes nothing
+    index = load_store(args.store)
+    mode = args.mode or DEFAULT_MODE
+    try:
+        page = index.visualize(args.query, entity=args.entity, mode=mode)
+    except E2RAGError as exc:
+        raise E2RAGError(cli_advice(exc, mode, None, args.store)) from exc
+    write_page(target, page)
+    print(f"wrote {target} ({len(page.encode('utf-8')) // 1024 + 1} KB); open it in a browser")
     return 0
 
 

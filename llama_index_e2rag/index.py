@@ -63,6 +63,9 @@ from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_CLASSES, RETRIEVER_M
 from llama_index_e2rag.stores import Stores
 
 if TYPE_CHECKING:
+    from llama_index.core.chat_engine.types import BaseChatEngine
+
+    from llama_index_e2rag.layers import LayersAdded
     from llama_index_e2rag.llm import LLMRunner
     from llama_index_e2rag.timeline import Timeline
 
@@ -359,6 +362,47 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
                 self._doc_builders.append(builder)
             names.add(name)
 
+    def add_layers(
+        self, builders: Sequence[DocumentBuilder], documents: Sequence[Document] = ()
+    ) -> "LayersAdded":
+        """Build the layers of ``builders`` the index lacks for every stored document, without
+        extracting anything again, and run them on later inserts too (``layers.py``)."""
+        return run_sync(self.aadd_layers(builders, documents))
+
+    async def aadd_layers(
+        self, builders: Sequence[DocumentBuilder], documents: Sequence[Document] = ()
+    ) -> "LayersAdded":
+        """``add_layers``: builders already present are skipped; the stored graph of each
+        document is their input, only their nodes are embedded, and every document commits in
+        one write. ``documents`` may give stored documents' source text (used when unchanged)."""
+        from llama_index_e2rag.layers import LayersAdded, missing_builders, stage_layers
+
+        new = missing_builders(self._doc_builders, builders)
+        if not new:
+            return LayersAdded()
+        await self._acheck_dim()
+        async with self._stores.locks.awriter():
+            await asyncio.to_thread(self._stores.sync)
+            build = await stage_layers(
+                self._stores, new, self.embed_model, lambda: self.llm_runner, documents
+            )
+            async with self._write_lock.hold():
+                await link_staged(build.staged, new, self._stores.graph, lambda: self.llm_runner)
+                before = list(self._doc_builders)
+                self._doc_builders.extend(new)
+                try:
+                    self._sync_llm_stats()
+                    self._record_config()
+                    await self._stores.areplace_documents(
+                        build.writes(), persistence.index_meta(self._index_struct)
+                    )
+                except BaseException:
+                    self._doc_builders = before
+                    self._record_config()
+                    raise
+                await self._afinish_write()
+        return build.report
+
     # -- accessors ----------------------------------------------------------------------------
     @property
     def stores(self) -> Stores:
@@ -507,9 +551,13 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
                 recorder = RecordingEmbedding(self.embed_model)
             return recorder
 
-        for document, doc_id, order, doc_chunks in _progress(
-            groups, "Building document layers", self._show_progress and len(groups) > 1
-        ):
+        # a book's layers take minutes: the bar names the builder at work, even for one document
+        layers = _progress(
+            groups,
+            "Building document layers",
+            self._show_progress and (len(groups) > 1 or bool(self._doc_builders)),
+        )
+        for document, doc_id, order, doc_chunks in layers:
             extracted = [by_id[c.node_id] for c in doc_chunks if c.node_id in by_id]
             staged.append(
                 await stage_document(
@@ -521,6 +569,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
                     lambda: self.llm_runner,
                     self.passage_words,
                     builders_embedding,
+                    on_builder=layers.set_postfix_str,
                 )
             )
         embed_model = self.embed_model
@@ -614,7 +663,8 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
     # -- retrieval ------------------------------------------------------------------------------
     def as_retriever(self, mode: str = DEFAULT_MODE, **kwargs: Any) -> BaseRetriever:
         """``mode``: narrative (default) | entity_event | grounded | chrono | sentence_graph |
-        vector; kwargs go to the retriever (``budget_words=`` works in every mode)."""
+        event_graph | vector; kwargs go to the retriever (``budget_words=`` and
+        ``filters=MetadataFilters(...)`` on document metadata work in every mode)."""
         if mode not in RETRIEVER_CLASSES:
             raise ValueError(
                 f"unknown retrieval mode {mode!r}; choose one of {', '.join(RETRIEVER_MODES)}"
@@ -653,15 +703,19 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         streaming: bool = False,
         **kwargs: Any,
     ) -> BaseQueryEngine:
-        """A ``RetrieverQueryEngine`` over ``as_retriever(mode, **kwargs)``.
+        """A ``RetrieverQueryEngine`` over ``as_retriever(mode, ...)``.
 
-        The answer LLM reads the assembled narrative context; with no LLM configured answers
-        are extractive. ``hyde`` selects an E²RAG HyDE variant (``entity_event`` only).
-        ``mode="event_graph"`` gets E²GraphRAG's two-stage engine instead (draft and
-        decomposition, then the answer enriched with events and paths).
+        ``kwargs`` are split as llama-index's own ``as_query_engine`` does: the arguments of
+        ``RetrieverQueryEngine.from_args`` / ``get_response_synthesizer`` (``node_postprocessors``,
+        ``response_mode``, ``text_qa_template``, ``response_synthesizer`` …) go to the engine,
+        the rest to the retriever. The answer LLM reads the assembled narrative context; with
+        no LLM configured answers are extractive. ``hyde`` selects an E²RAG HyDE variant
+        (``entity_event`` only). ``mode="event_graph"`` gets E²GraphRAG's two-stage engine
+        instead (draft and decomposition, then the answer enriched with events and paths).
         """
-        from llama_index_e2rag.query_engine import build_query_engine
+        from llama_index_e2rag.query_engine import build_query_engine, split_engine_kwargs
 
+        engine_kwargs, kwargs = split_engine_kwargs(kwargs)
         answer_llm = llm if llm is not None else self.llm
         if mode == "event_graph":
             from llama_index_e2rag.event_graph_engine import build_event_graph_engine
@@ -670,11 +724,12 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             if llm is not None:  # the draft call uses the same model as the answer
                 kwargs.setdefault("llm_runner", LLMRunner(llm))
             return build_event_graph_engine(
-                self.as_retriever(mode=mode, **kwargs),
+                self.as_retriever(mode=mode, **kwargs),  # type: ignore[arg-type]
                 self._stores.graph,
                 self.embed_model,
                 answer_llm,
                 streaming=streaming,
+                **engine_kwargs,
             )
 
         if hyde is not None:
@@ -689,7 +744,66 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             self.embed_model,
             answer_llm,
             streaming=streaming,
+            **engine_kwargs,
         )
+
+    def as_chat_engine(  # type: ignore[override]
+        self,
+        chat_mode: str = "condense_plus_context",
+        llm: Optional[LLM] = None,
+        mode: str = DEFAULT_MODE,
+        **kwargs: Any,
+    ) -> "BaseChatEngine":
+        """A chat engine over ``as_retriever(mode, ...)``.
+
+        With an LLM (``llm=`` or the index's): llama-index's engine of ``chat_mode``
+        (``condense_plus_context`` by default, also ``context``, ``condense_question``,
+        ``simple``), its own arguments (``system_prompt``, ``memory`` …) split from the
+        retriever's as ``as_query_engine`` does. Without one: an offline chat engine whose
+        every answer is the extractive one (no LLM rewrites follow-ups).
+        """
+        from llama_index_e2rag.chat_engine import build_chat_engine
+
+        chat_llm = llm if llm is not None else self.llm
+        return build_chat_engine(
+            chat_mode,
+            chat_llm,
+            lambda rest: self.as_retriever(mode=mode, **rest),
+            lambda rest: self.as_query_engine(mode=mode, llm=chat_llm, **rest),
+            kwargs,
+        )
+
+    def visualize(
+        self,
+        query: Optional[str] = None,
+        path: Optional[str | Path] = None,
+        *,
+        entity: Optional[str] = None,
+        mode: str = DEFAULT_MODE,
+        **retriever_kwargs: Any,
+    ) -> str:
+        """One self-contained HTML page of the story (``visualize.story_page``): the story
+        axis; with ``query``, what ``as_retriever(mode, **retriever_kwargs)`` returns and its
+        subgraph along the story; with ``entity``, that character's timeline. Written whole to
+        ``path`` when given; returns the HTML."""
+        from llama_index_e2rag.visualize import evidence_from_results, story_page, write_page
+
+        results = (
+            self.as_retriever(mode=mode, **retriever_kwargs).retrieve(query)
+            if query is not None
+            else []
+        )
+        with self._stores.reading():
+            page = story_page(
+                self._stores.graph,
+                query=query,
+                evidence=evidence_from_results(results),
+                entity=entity,
+                mode=mode if query is not None else None,
+            )
+        if path is not None:
+            write_page(path, page)
+        return page
 
 
 def _progress_steps(desc: str, total: int, show: bool) -> Any:

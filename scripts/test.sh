@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash .ci/postgres.sh install
+bash .ci/chromium.sh install  # Debian's chromium for the story page's browser tests
 python -m pip install -q -e ".[test]"
 # LightRAG's server downloads tiktoken's BPE files at start-up; its tests read them from the
 # git-ignored .cache/tiktoken, filled here from litellm's wheel (a no-op once filled).
