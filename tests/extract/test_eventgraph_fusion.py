@@ -245,6 +245,21 @@ def test_cosines_equal_up_to_float_noise_are_joined_in_index_order():
     ]
 
 
+def test_name_candidates_are_nested_names_not_every_two_sharing_a_word():
+    from llama_index_e2rag.extract.event_graph.fusion import _name_pairs
+
+    names = ["door", "red door", "green door", "old red door", "window"]
+    groups = groups_of(*names, entity_type="concept")
+    first, second = _name_pairs(groups)
+    pairs = {(names[i], names[j]) for i, j in zip(first.tolist(), second.tolist())}
+    assert pairs == {
+        ("door", "red door"),
+        ("door", "green door"),
+        ("door", "old red door"),
+        ("red door", "old red door"),
+    }
+
+
 def test_no_groups_no_sets():
     assert fuse([], np.zeros((0, 4), dtype=np.float32), THETA) == []
 
