@@ -480,7 +480,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_timeline(args: argparse.Namespace) -> int:
-    from llama_index_e2rag.extract.event_graph.fusion import fused_entities
+    from llama_index_e2rag.extract.event_graph.entities import fused_entities
     from llama_index_e2rag.timeline import entity_timeline, format_timeline, timeline_dict
 
     if args.limit is not None and args.limit < 1:

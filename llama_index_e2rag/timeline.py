@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from llama_index_e2rag.context import format_position
 from llama_index_e2rag.errors import EntityLookupError
-from llama_index_e2rag.extract.event_graph.fusion import (
+from llama_index_e2rag.extract.event_graph.entities import (
     entity_names,
     fused_entities,
     is_fused_entity,

@@ -27,7 +27,7 @@ from typing import Callable, Hashable, Iterable, Literal, Optional, Sequence, Ty
 import networkx as nx
 import numpy as np
 
-from llama_index_e2rag.extract.event_graph.fusion import NameForms, name_forms
+from llama_index_e2rag.extract.event_graph.entities import NameForms, name_forms
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode
 
 MatchKind = Literal["exact", "variant", "cosine"]

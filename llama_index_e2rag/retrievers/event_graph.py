@@ -32,7 +32,7 @@ from llama_index.core.schema import (
 
 from llama_index_e2rag.context import EVIDENCE_KEY, POS_KEY, POSITION_KEY, format_position
 from llama_index_e2rag.errors import E2RAGError, LLMOutputError, LLMTimeoutError, MissingModelError
-from llama_index_e2rag.extract.event_graph.fusion import fused_entities
+from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.extract.event_graph.prompts import (
     EVENTGRAPH_DECOMPOSE,
     draft_of,

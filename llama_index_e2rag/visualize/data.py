@@ -394,7 +394,7 @@ def _lanes(nodes: Sequence[GraphNode]) -> dict[str, str]:
 def _timeline(graph: GraphStore, axis: StoryAxis, name: str) -> TimelineView:
     """``entity_timeline`` when the store has the event graph's fused entities; otherwise the
     mentions carrying the name, in story order."""
-    from llama_index_e2rag.extract.event_graph.fusion import fused_entities
+    from llama_index_e2rag.extract.event_graph.entities import fused_entities
     from llama_index_e2rag.timeline import entity_timeline
 
     if fused_entities(graph):

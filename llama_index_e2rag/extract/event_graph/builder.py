@@ -22,9 +22,9 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index_e2rag.builders import OptionalLLM
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.event_graph.events_llm import EgoInput, extract_events
+from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.extract.event_graph.fusion import (
     entity_layer,
-    fused_entities,
     mention_groups,
     same_entity_links,
 )

@@ -5,19 +5,21 @@ The paper merges LightRAG entities of one type whose description embeddings have
 person under two names, so fusion here is guarded by names: a pair merges only when its names are
 compatible (or, with ``require_name_overlap=False``, merely not in conflict) and its cosine exceeds
 θ, and no merge ever joins two names in conflict. Pure functions over ``GraphNode``s; the builder
-embeds the groups' texts and writes the result.
+embeds the groups' texts and writes the result. How readers find the layer's entities and look
+their names up is ``entities``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Iterable, Literal, Optional, Sequence
+from functools import cached_property
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.extract.linking import name_parts, name_variants
+from llama_index_e2rag.extract.event_graph.entities import name_forms
+from llama_index_e2rag.extract.linking import name_parts
 from llama_index_e2rag.schema import (
     EdgeKind,
     GraphEdge,
@@ -27,9 +29,6 @@ from llama_index_e2rag.schema import (
     normalize_text,
     sort_by_position,
 )
-
-if TYPE_CHECKING:
-    from llama_index_e2rag.graph.base import GraphStore
 
 #: Titles that mark a man or a woman; two names titled with different genders never fuse.
 MALE_TITLES = frozenset(
@@ -97,62 +96,6 @@ class Group:
             "f" for t in titles if t in FEMALE_TITLES
         }
         return tuple(core), frozenset(genders), person, type_key(self.entity_type)
-
-
-def is_fused_entity(node: GraphNode) -> bool:
-    """An ``entity`` node of this layer (other builders may write ``entity`` nodes too)."""
-    return node.kind == NodeKind.ENTITY and node.attrs.get("event_graph") == "entity"
-
-
-def fused_entities(graph: "GraphStore", doc_id: Optional[str] = None) -> list[GraphNode]:
-    """The layer's entities of ``graph`` (of one document when ``doc_id`` is given)."""
-    return [n for n in graph.nodes(NodeKind.ENTITY, doc_id) if is_fused_entity(n)]
-
-
-def entity_names(entity: GraphNode) -> list[str]:
-    """An entity's names: its own first, then its members' (``attrs["aliases"]``), once each."""
-    names = [entity.name or entity.text] + [str(a) for a in entity.attrs.get("aliases") or []]
-    return list(dict.fromkeys(n for n in names if n))
-
-
-NameMatch = Literal["exact", "variant"]
-
-
-@dataclass(frozen=True)
-class NameForms:
-    """The forms a name of an entity is looked up by: its names normalised, and their short
-    forms read with the entity's type (``linking.name_variants``: first/last names of people)."""
-
-    entity_type: Optional[str]
-    exact: frozenset[str]
-    short: frozenset[str]
-
-    def match(self, name: str) -> Optional[NameMatch]:
-        """How ``name`` names the entity: a name exactly, a shared short form ("Hermione" ~
-        "Hermione Granger"), or not at all."""
-        key, variants = _lookup_forms(name, self.entity_type)
-        if key in self.exact:
-            return "exact"
-        return "variant" if variants & self.short else None
-
-
-@lru_cache(maxsize=4096)
-def _lookup_forms(name: str, entity_type: Optional[str]) -> tuple[str, frozenset[str]]:
-    """A looked-up name's key and short forms: a query name is matched against every entity,
-    so they are computed once, not once per entity."""
-    return normalize_text(name), frozenset(name_variants(name, entity_type))
-
-
-def name_forms(entity: GraphNode) -> NameForms:
-    """``NameForms`` of an entity node (the alignment and the timelines share them)."""
-    kind = entity.attrs.get("entity_type")
-    kind = str(kind) if kind else None
-    names = entity_names(entity)
-    return NameForms(
-        kind,
-        frozenset(key for key in map(normalize_text, names) if key),
-        frozenset(v for n in names for v in name_variants(n, kind)),
-    )
 
 
 def mention_groups(mentions: Iterable[GraphNode]) -> list[Group]:
