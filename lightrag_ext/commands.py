@@ -13,7 +13,11 @@ import importlib
 import sys
 from typing import Any, Callable
 
-from lightrag_ext.version import SUPPORTED_LIGHTRAG_VERSION, UnsupportedLightRAGVersion
+from lightrag_ext.version import (
+    SUPPORTED_LIGHTRAG_VERSION,
+    UnsupportedLightRAGVersion,
+    check_lightrag_compat,
+)
 
 INSTALL_HINT = (
     "install the server extra from a checkout of llama-index-e2rag: "
@@ -25,6 +29,7 @@ def _guarded(prog: str, target: str) -> int:
     """Import ``module:function`` and run it; a refusal to load is one line on stderr."""
     module_name, function_name = target.split(":")
     try:
+        check_lightrag_compat()  # before LightRAG's server modules print their start-up notes
         function: Callable[[], Any] = getattr(importlib.import_module(module_name), function_name)
     except UnsupportedLightRAGVersion as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""``e2rag-lightrag-tiktoken``: put tiktoken's BPE files where an offline LightRAG server finds them.
+"""``e2rag-lightrag-tiktoken``: tiktoken's BPE files where an offline LightRAG server finds them.
 
 LightRAG's server builds tiktoken's ``o200k_base`` tokenizer at start-up (its default
 ``gpt-4o-mini``), and its OpenAI embedding binding falls back to ``cl100k_base``; tiktoken
