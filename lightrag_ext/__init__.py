@@ -1,6 +1,6 @@
 """E²RAG's entity–event layer for LightRAG deployments.
 
-Install with ``pip install 'llama-index-e2rag[lightrag]'``.
+Install from a checkout with ``pip install -e ".[lightrag]"`` (no package index has it yet).
 
 ``E2LightRAG`` is a drop-in ``LightRAG`` subclass: same constructor, same storages; it adds an
 event pass at insert time, the ``"e2rag"`` query mode, ``abuild_event_layer`` to backfill an

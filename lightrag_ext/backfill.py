@@ -90,6 +90,23 @@ def _is_current(record: dict[str, Any]) -> bool:
     return record.get("status") == DocStatus.PROCESSED.value and version == LAYER_FORMAT_VERSION
 
 
+async def layer_gaps(rag: "E2LightRAG") -> tuple[int, int]:
+    """(processed documents without a complete, current layer; processed documents): what a
+    backfill would build."""
+    processed = await rag.doc_status.get_docs_by_statuses([DocStatus.PROCESSED])
+    records = await rag.event_layer.get_records(processed)
+    missing = sum(1 for doc_id in processed if not _is_current(records.get(doc_id) or {}))
+    return missing, len(processed)
+
+
+def layer_gap_message(missing: int, total: int) -> str:
+    return (
+        f"e2rag: {missing} of {total} documents have no event layer, so the e2rag mode cannot "
+        "find them; build it with `e2rag-lightrag-backfill` (server stopped, same flags and "
+        ".env as the server) or `await rag.abuild_event_layer()`"
+    )
+
+
 async def backfill_event_layer(
     rag: "E2LightRAG", doc_ids: Optional[list[str]] = None, *, rebuild: bool = False
 ) -> BackfillReport:

@@ -5,7 +5,13 @@ it already holds without a layer. This command builds it with the deployment's o
 it takes the same flags and ``.env`` as ``lightrag-server`` (plus its own ``--rebuild`` and
 ``--doc-id``), builds the instance through LightRAG's own ``create_app`` (so storages, workspace,
 models and role LLMs are the server's), runs the app's startup and shutdown around
-``E2LightRAG.abuild_event_layer`` and prints the report as JSON. Progress goes to stderr (tqdm).
+``E2LightRAG.abuild_event_layer`` and prints the report as JSON: stdout holds only that JSON
+(LightRAG's start-up banner and anything else the server code prints go to stderr, with the
+progress bar and the log lines).
+
+With file storages the instance takes the workspace's lock while it runs (``workspace_lock``):
+beside a running ``e2rag-lightrag-server`` the command refuses with one line and exit status 2
+instead of writing layers that server would overwrite.
 
 Our flags are taken off the command line before LightRAG's server modules are imported: they
 parse ``sys.argv`` at import time and refuse flags they do not know.
@@ -16,21 +22,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
-from typing import Any, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+from llama_index_e2rag.errors import E2RAGError
+
+PROG = "e2rag-lightrag-backfill"
 
 USAGE = """e2rag-lightrag-backfill [--rebuild] [--doc-id ID ...] [lightrag-server flags]
 
 Builds the e2rag event layer of every processed document (or of --doc-id ones) with the
 configuration lightrag-server would use (its flags and .env). With file storages (the defaults)
-stop the server first: two processes must not write the same working directory."""
+stop the server first: two processes must not write the same working directory (the command
+refuses while an e2rag-lightrag-server holds it). Prints the report as JSON on stdout."""
 
 
 def _own_arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    parser = argparse.ArgumentParser(prog="e2rag-lightrag-backfill", usage=USAGE, add_help=False)
+    parser = argparse.ArgumentParser(prog=PROG, usage=USAGE, add_help=False)
     parser.add_argument("--rebuild", action="store_true", help="redo complete layers too")
     parser.add_argument("--doc-id", action="append", dest="doc_ids", metavar="ID")
     return parser.parse_known_args(argv)
+
+
+@contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to stdout (file descriptor 1, so prints of any library too)
+    to stderr, keeping stdout for the report."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 async def _backfill(app: Any, rag: Any, doc_ids: Optional[list[str]], rebuild: bool) -> Any:
@@ -46,13 +74,51 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     own, rest = _own_arguments(args)
     sys.argv = [sys.argv[0], *rest]
+    try:
+        with _stdout_to_stderr():
+            report = _run(own)
+    except E2RAGError as exc:  # a busy or foreign workspace: nothing was written
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.as_dict(), indent=2))
+    return 1 if report.missing or report.partial else 0
 
-    from lightrag.api import config, lightrag_server
+
+@contextmanager
+def _workspace_held(args: Any) -> Iterator[None]:
+    """Hold the workspace lock from before LightRAG builds anything (file storages), so a
+    refusal is the only line printed; the instance built later shares this hold."""
+    from lightrag_ext import workspace_lock
+    from lightrag_ext.storage import check_not_lightrag_workspace, layer_workspace
+
+    names = (args.kv_storage, args.graph_storage, args.vector_storage, args.doc_status_storage)
+    if not workspace_lock.FILE_STORAGES.intersection(names):
+        yield
+        return
+    path = workspace_lock.lock_path(args.working_dir, layer_workspace(args.workspace))
+    check_not_lightrag_workspace(path.parent)
+    workspace_lock.acquire(path)
+    try:
+        yield
+    finally:
+        workspace_lock.release(path)
+
+
+def _run(own: argparse.Namespace) -> Any:
+    """Build the server's instance with LightRAG's ``create_app`` and backfill it."""
+    from lightrag.api import config
+
+    config.initialize_config()
+    with _workspace_held(config.global_args):
+        return _backfill_app(config.global_args, own)
+
+
+def _backfill_app(args: Any, own: argparse.Namespace) -> Any:
+    from lightrag.api import lightrag_server
 
     from lightrag_ext.server import install
 
     install()
-    config.initialize_config()
     built: list[Any] = []
     stock_class = lightrag_server.LightRAG
 
@@ -63,13 +129,13 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     lightrag_server.LightRAG = recording_class
     try:
-        app = lightrag_server.create_app(config.global_args)
+        app = lightrag_server.create_app(args)
     finally:
         lightrag_server.LightRAG = stock_class
-    report = asyncio.run(_backfill(app, built[0], own.doc_ids, own.rebuild))
-    print(json.dumps(report.as_dict(), indent=2))
-    return 1 if report.missing or report.partial else 0
+    return asyncio.run(_backfill(app, built[0], own.doc_ids, own.rebuild))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from lightrag_ext.commands import backfill
+
+    sys.exit(backfill())

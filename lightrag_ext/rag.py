@@ -8,7 +8,10 @@ them by name):
   (before the cross-chunk merge) become the chunk's mentions, and our event pass runs on the same
   chunks (``layer.build_doc_layer``).
 - ``initialize_storages`` / ``finalize_storages`` / ``_index_storages``: the layer's storages
-  (``storage.EventLayerStore``) live and flush with LightRAG's own.
+  (``storage.EventLayerStore``) live and flush with LightRAG's own. With file storages the
+  instance holds the workspace's OS lock from initialising to finalising
+  (``workspace_lock``), so a second process (a backfill beside a running server) is refused
+  instead of having its writes overwritten. Starting up logs how many documents have no layer.
 - ``adelete_by_doc_id``: also removes the document's mentions, events and edges.
 - ``_upsert_doc_status_transition``: a document the pipeline marks FAILED (an extraction or
   merge failure, a cancelled pipeline) loses its layer, as it has no place in LightRAG's graph;
@@ -27,8 +30,10 @@ LightRAG's own entity graph, vectors and caches are never written by us beyond t
 from __future__ import annotations
 
 import logging
+import os
 from collections import defaultdict
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from lightrag import LightRAG
@@ -37,7 +42,13 @@ from lightrag.lightrag import _run_sync
 from lightrag.prompt import PROMPTS
 from lightrag.query_validation import validate_query_not_empty, validate_rag_query
 
-from lightrag_ext.backfill import BackfillReport, backfill_event_layer
+from lightrag_ext import workspace_lock
+from lightrag_ext.backfill import (
+    BackfillReport,
+    backfill_event_layer,
+    layer_gap_message,
+    layer_gaps,
+)
 from lightrag_ext.layer import write_stored_doc_layer
 from lightrag_ext.answer import answer, no_result, user_data
 from lightrag_ext.query import (
@@ -55,6 +66,19 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: ``metadata`` key of e2rag results: processed documents the mode could not search (no layer).
+DOCUMENTS_WITHOUT_LAYER = "e2rag_documents_without_layer"
+
+
+def _forking_master() -> bool:
+    """Whether LightRAG runs as ``lightrag-gunicorn``'s multi-worker master (shared data set
+    up for several processes before the app is built and the workers forked)."""
+    from lightrag.kg import shared_storage
+
+    return bool(getattr(shared_storage, "_is_multiprocess", False)) and (
+        os.environ.get("LIGHTRAG_MAIN_PROCESS") == "1"
+    )
+
 
 class E2LightRAG(LightRAG):
     """A ``LightRAG`` that also builds and queries E²RAG's entity–event layer.
@@ -67,6 +91,17 @@ class E2LightRAG(LightRAG):
         super().__post_init__(addon_params)
         self.event_layer = EventLayerStore(self)
         self._event_layer_ready = False
+        self._workspace_lock: Optional[Path] = None
+        if workspace_lock.needs_lock(self._all_storages()):
+            self._workspace_lock = workspace_lock.lock_path(
+                self.working_dir, self.event_layer.workspace
+            )
+            if _forking_master():
+                # lightrag-gunicorn's master builds the instance, then forks the workers that
+                # initialise it: they inherit this hold (see workspace_lock)
+                self.event_layer.check_not_lightrag_workspace()
+                workspace_lock.acquire(self._workspace_lock)
+        self._holds_workspace = False
         self._follow_document_drops()
         #: the e2rag mode's ranking knobs (``EntityEventRetriever``'s event_weight, mention_pool)
         self.e2rag_event_weight: float = EVENT_WEIGHT
@@ -105,17 +140,59 @@ class E2LightRAG(LightRAG):
 
     # -- storage lifecycle ------------------------------------------------------------------
     async def initialize_storages(self) -> None:
-        await super().initialize_storages()
-        if not self._event_layer_ready:
-            await self.event_layer.initialize()
-            self._event_layer_ready = True
-            await self._forget_layers_of_missing_documents()
+        if self._event_layer_ready:
+            await super().initialize_storages()
+            return
+        self._hold_workspace()
+        try:
+            await super().initialize_storages()
+        except BaseException:
+            self._release_workspace()  # nothing was opened, so nothing will be flushed
+            raise
+        await self.event_layer.initialize()
+        self._event_layer_ready = True
+        await self._forget_layers_of_missing_documents()
+        await self._report_layer_gaps(logging.WARNING)
 
     async def finalize_storages(self) -> None:
-        if self._event_layer_ready:
-            await self.event_layer.finalize()
-            self._event_layer_ready = False
-        await super().finalize_storages()
+        try:
+            if self._event_layer_ready:
+                await self.event_layer.finalize()
+                self._event_layer_ready = False
+            await super().finalize_storages()
+        finally:
+            self._release_workspace()  # after LightRAG's last flush
+
+    def _all_storages(self) -> list[Any]:
+        return [
+            self.full_docs,
+            self.doc_status,
+            self.chunks_vdb,
+            self.chunk_entity_relation_graph,
+        ] + self.event_layer.storages()
+
+    def _hold_workspace(self) -> None:
+        """Take the workspace's OS lock (file storages only); ``WorkspaceBusyError`` if another
+        process holds it. The layer's folder is checked first, so that the lock file is never
+        created in a LightRAG workspace that happens to bear the layer's name."""
+        if self._workspace_lock is None or self._holds_workspace:
+            return
+        self.event_layer.check_not_lightrag_workspace()
+        workspace_lock.acquire(self._workspace_lock)
+        self._holds_workspace = True
+
+    def _release_workspace(self) -> None:
+        if self._workspace_lock is not None and self._holds_workspace:
+            workspace_lock.release(self._workspace_lock)
+            self._holds_workspace = False
+
+    async def _report_layer_gaps(self, level: int) -> int:
+        """Log how many processed documents the e2rag mode cannot find (no complete layer) and
+        how to build their layer; the count."""
+        missing, total = await layer_gaps(self)
+        if missing:
+            logger.log(level, layer_gap_message(missing, total))
+        return missing
 
     def _index_storages(self) -> list:
         return super()._index_storages() + self.event_layer.storages()
@@ -279,6 +356,7 @@ class E2LightRAG(LightRAG):
             return await LightRAG.aquery_llm(self, query, param, system_prompt, progress_callback)
         query = validate_rag_query(validate_query_not_empty(query))
         try:
+            without_layer = await self._report_layer_gaps(logging.WARNING)
             retrieved = await self._e2rag_retrieve(query, param, progress_callback)
             if retrieved is None or not retrieved.bundle.passages:
                 result = no_result()
@@ -292,6 +370,7 @@ class E2LightRAG(LightRAG):
                 result = await answer(
                     self, query, param, system_prompt, retrieved, progress_callback
                 )
+            result["metadata"][DOCUMENTS_WITHOUT_LAYER] = without_layer
         except Exception as exc:  # noqa: BLE001 - same contract as LightRAG's aquery_llm
             logger.exception("e2rag query failed")
             result = {
@@ -326,8 +405,10 @@ class E2LightRAG(LightRAG):
         if param.mode != E2RAG_MODE:
             return await LightRAG.aquery_data(self, query, param)
         query = validate_rag_query(validate_query_not_empty(query))
+        without_layer = await self._report_layer_gaps(logging.WARNING)
         retrieved = await self._e2rag_retrieve(query, param)
         await self._query_done()
-        if retrieved is None or not retrieved.bundle.passages:
-            return no_result()
-        return user_data(retrieved)
+        found = retrieved is not None and retrieved.bundle.passages
+        result = user_data(retrieved) if found else no_result()
+        result["metadata"][DOCUMENTS_WITHOUT_LAYER] = without_layer
+        return result

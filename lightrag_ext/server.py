@@ -30,6 +30,7 @@ from lightrag.api import lightrag_server
 from lightrag.api.routers import ollama_api, query_routes
 from pydantic import Field
 
+from lightrag_ext.logs import attach_to_lightrag_logging
 from lightrag_ext.query import E2RAG_MODE
 from lightrag_ext.rag import E2LightRAG
 from lightrag_ext.version import SUPPORTED_LIGHTRAG_VERSION, UnsupportedLightRAGVersion
@@ -132,7 +133,9 @@ check_server_seams()
 
 
 def install() -> None:
-    """Bind the three seams for this process (idempotent); ``main`` calls it."""
+    """Bind the three seams for this process (idempotent) and route our log lines to LightRAG's
+    handlers (``logs``); the entry points call it."""
+    attach_to_lightrag_logging()
     lightrag_server.LightRAG = E2LightRAG
     query_routes.QueryRequest = E2QueryRequest
     if not hasattr(ollama_api.parse_query_mode, "__wrapped__"):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from lightrag.base import DocStatus
@@ -48,8 +49,34 @@ MENTION_META_FIELDS = {"entity_name", "source_id", "content", "file_path"}
 EVENT_META_FIELDS = {"full_doc_id", "content", "file_path"}
 
 
+#: Files of a LightRAG workspace that the layer never writes (file storages): finding one in
+#: the layer's folder means that folder is a LightRAG workspace of its own.
+LIGHTRAG_ONLY_FILES = (
+    "kv_store_full_docs.json",
+    "kv_store_text_chunks.json",
+    "kv_store_llm_response_cache.json",
+    "vdb_relationships.json",
+)
+
+
 class StorageCollisionError(E2RAGError):
     """The event layer would share a workspace with LightRAG's own data."""
+
+
+def check_not_lightrag_workspace(folder: Path) -> None:
+    """Refuse a layer folder that is a LightRAG workspace (file storages).
+
+    A deployment may have a workspace literally named like our layer's (``e2rag`` beside the
+    default workspace, ``x_e2rag`` beside ``x``); writing or dropping the layer there would
+    replace and delete that workspace's files.
+    """
+    found = [name for name in LIGHTRAG_ONLY_FILES if (folder / name).exists()]
+    if found:
+        raise StorageCollisionError(
+            f"{folder} holds a LightRAG workspace ({found[0]}), not an e2rag event layer, but "
+            "the layer of this workspace would live there; pass another workspace=... "
+            "(WORKSPACE for the server) or move that folder"
+        )
 
 
 def layer_workspace(workspace: str) -> str:
@@ -170,6 +197,7 @@ class EventLayerStore:
 
     def __init__(self, rag: "LightRAG") -> None:
         self.workspace = layer_workspace(rag.workspace)
+        self.folder = Path(rag.working_dir) / self.workspace  # file storages only
         self.graph = rag.graph_storage_cls(
             namespace=NameSpace.GRAPH_STORE_CHUNK_ENTITY_RELATION,
             workspace=self.workspace,
@@ -209,6 +237,7 @@ class EventLayerStore:
             await storage.initialize()
         try:
             self.check_isolated()
+            await self.check_layer_records()
         except StorageCollisionError:
             await self.finalize()  # release backend clients (PG pools are ref-counted)
             raise
@@ -237,6 +266,23 @@ class EventLayerStore:
                     "forces one workspace for all storages. Unset it and pass "
                     "workspace=... to E2LightRAG instead."
                 )
+
+    def check_not_lightrag_workspace(self) -> None:
+        """See ``check_not_lightrag_workspace`` (file storages keep the layer in ``folder``)."""
+        check_not_lightrag_workspace(self.folder)
+
+    async def check_layer_records(self) -> None:
+        """Refuse a layer workspace whose doc-status records are not layer commit records
+        (any backend): it is a LightRAG workspace of its own, see
+        ``check_not_lightrag_workspace``."""
+        found = await self.docs.get_docs_by_statuses(list(DocStatus))
+        foreign = [d for d, s in found.items() if "e2rag_layer" not in (s.metadata or {})]
+        if foreign:
+            raise StorageCollisionError(
+                f"the event-layer workspace {self.workspace!r} holds LightRAG documents "
+                f"({len(foreign)}, e.g. {foreign[0]!r}), not e2rag layer records; pass another "
+                "workspace=... (WORKSPACE for the server) to E2LightRAG"
+            )
 
     async def flush(self) -> None:
         for storage in (self.graph, self.mentions_vdb, self.events_vdb):

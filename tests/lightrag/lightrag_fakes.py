@@ -19,6 +19,8 @@ from lightrag.prompt import PROMPTS
 from lightrag.utils import EmbeddingFunc, Tokenizer
 from scripted_llm import ScriptedLLM
 
+from lightrag_ext.word_tokenizer import word_tokenizer
+
 TUPLE = PROMPTS["DEFAULT_TUPLE_DELIMITER"]
 COMPLETE = PROMPTS["DEFAULT_COMPLETION_DELIMITER"]
 ANSWER_PREFIX = "SCRIPTED ANSWER"
@@ -28,33 +30,8 @@ _TASK = re.compile(r"^---Task: (\w+)---", re.MULTILINE)
 _SENTENCE = re.compile(r"[^.!?]+[.!?]?")
 
 
-class WordTokenizer:
-    """Offline ``TokenizerInterface``: a token is a word with its trailing whitespace.
-
-    Thread-safe (``dict.setdefault`` is atomic) and shareable, as LightRAG's contract asks.
-    """
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-        self._words: dict[int, str] = {}
-
-    def encode(self, content: str) -> list[int]:
-        tokens = []
-        for piece in re.findall(r"\S+\s*|\s+", content):
-            token = self._ids.setdefault(piece, len(self._ids))
-            self._words.setdefault(token, piece)
-            tokens.append(token)
-        return tokens
-
-    def decode(self, tokens: list[int]) -> str:
-        return "".join(self._words[t] for t in tokens)
-
-    def __deepcopy__(self, memo: dict) -> "WordTokenizer":
-        return self
-
-
 def offline_tokenizer() -> Tokenizer:
-    return Tokenizer("offline-words", WordTokenizer())
+    return word_tokenizer()
 
 
 async def _hash_embed(texts: list[str], **_: Any) -> np.ndarray:

@@ -8,8 +8,9 @@ SIGKILL, to the process group the server was started in.
 
 Offline, the server needs tiktoken's BPE files (its default tokenizer is ``gpt-4o-mini``, i.e.
 o200k_base, and OpenAI embedding truncation falls back to cl100k_base), which tiktoken would
-download at start-up. Run as a script, this module fills the git-ignored ``.cache/tiktoken`` from
-litellm's wheel, which ships both files (``scripts/test.sh`` does so)::
+download at start-up. Run as a script, this module fills the git-ignored ``.cache/tiktoken`` with
+our ``e2rag-lightrag-tiktoken`` (``lightrag_ext.tiktoken_files``) from litellm's wheel, which
+ships both files (``scripts/test.sh`` does so)::
 
     python tests/lightrag/server_process.py [--wheel litellm-1.109.1-....whl]
 """
@@ -17,37 +18,28 @@ litellm's wheel, which ships both files (``scripts/test.sh`` does so)::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import httpx
 import pytest
 
+from lightrag_ext.tiktoken_files import complete, fill_from
+
 REPO = Path(__file__).resolve().parents[2]
 TIKTOKEN_CACHE = REPO / ".cache" / "tiktoken"
-#: tiktoken's cache file names (sha1 of the BPE URL) -> the sha256 tiktoken checks them against.
-BPE_FILES = {
-    "fb374d419588a4632f3f557e76b4b70aebbca790": (  # o200k_base (LightRAG's tokenizer)
-        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
-    ),
-    "9b5ad71b2ce5302211f9c61530b329a4922fc6a4": (  # cl100k_base (embedding truncation)
-        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
-    ),
-}
-LITELLM = "litellm==1.109.1"
-_WHEEL_TOKENIZERS = "litellm/litellm_core_utils/tokenizers/"
 
 #: The stock server; ours (``python -m lightrag_ext.server``) takes the same flags and ``.env``.
 STOCK_SERVER: tuple[str, ...] = (sys.executable, "-m", "lightrag.api.lightrag_server")
+E2RAG_SERVER: tuple[str, ...] = (sys.executable, "-m", "lightrag_ext.server")
+BACKFILL: tuple[str, ...] = (sys.executable, "-m", "lightrag_ext.backfill_command")
+BACKFILL_TIMEOUT = 120.0
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0
 REQUEST_TIMEOUT = 30.0
@@ -61,14 +53,6 @@ T = TypeVar("T")
 
 
 # -- tiktoken's BPE files --------------------------------------------------------------------------
-def _complete(directory: Path) -> bool:
-    return all(
-        (directory / name).is_file()
-        and hashlib.sha256((directory / name).read_bytes()).hexdigest() == digest
-        for name, digest in BPE_FILES.items()
-    )
-
-
 def require_tiktoken_cache() -> Path:
     """A directory holding both BPE files (``$TIKTOKEN_CACHE_DIR``, else ``.cache/tiktoken``).
 
@@ -77,7 +61,7 @@ def require_tiktoken_cache() -> Path:
     """
     given = os.environ.get("TIKTOKEN_CACHE_DIR")
     for directory in ([Path(given)] if given else []) + [TIKTOKEN_CACHE]:
-        if _complete(directory):
+        if complete(directory):
             return directory
     reason = (
         f"tiktoken BPE files missing from {TIKTOKEN_CACHE} "
@@ -90,19 +74,7 @@ def require_tiktoken_cache() -> Path:
 
 def fill_tiktoken_cache(wheel: Optional[Path] = None) -> Path:
     """Extract the BPE files from litellm's wheel (``pip download``-ed unless given)."""
-    if _complete(TIKTOKEN_CACHE):
-        return TIKTOKEN_CACHE
-    with tempfile.TemporaryDirectory() as download:
-        if wheel is None:
-            pip = [sys.executable, *"-m pip download -q --no-deps --only-binary=:all:".split()]
-            subprocess.run([*pip, LITELLM, "-d", download], check=True)
-            wheel = next(Path(download).glob("litellm-*.whl"))
-        TIKTOKEN_CACHE.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(wheel) as archive:
-            for name in BPE_FILES:
-                (TIKTOKEN_CACHE / name).write_bytes(archive.read(_WHEEL_TOKENIZERS + name))
-    if not _complete(TIKTOKEN_CACHE):
-        raise SystemExit(f"{wheel} did not hold the expected tiktoken BPE files")
+    fill_from(TIKTOKEN_CACHE, wheel=wheel, download=wheel is None)
     return TIKTOKEN_CACHE
 
 
@@ -324,6 +296,19 @@ class ServerFactory:
     def stop_all(self) -> None:
         for server in self.servers:
             server.stop()
+
+
+def run_backfill(server: "ServerProcess") -> subprocess.CompletedProcess[str]:
+    """``e2rag-lightrag-backfill`` with a server's configuration (its directory and
+    environment), as a deployer runs it beside or after that server."""
+    return subprocess.run(
+        BACKFILL,
+        cwd=server.run_dir,
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=BACKFILL_TIMEOUT,
+    )
 
 
 # -- documents over HTTP --------------------------------------------------------------------------

@@ -5,14 +5,16 @@ The real server process, over HTTP, is in ``test_server_e2rag.py``.
 
 from __future__ import annotations
 
+import logging
 import sys
-from typing import Literal
+from typing import Iterator, Literal
 from unittest.mock import patch
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
 from lightrag_ext import E2LightRAG, UnsupportedLightRAGVersion
+from lightrag_ext.logs import PACKAGE_LOGGERS
 from lightrag_ext.version import SUPPORTED_LIGHTRAG_VERSION
 
 # LightRAG's server modules parse the command line when first imported; give them none.
@@ -33,15 +35,25 @@ STOCK_PARSE = ollama_api.parse_query_mode
 
 
 @pytest.fixture
-def bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``install()`` for one test; monkeypatch puts LightRAG's own names back afterwards."""
+def bound(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``install()`` for one test; monkeypatch puts LightRAG's own names (and our loggers'
+    handlers and levels) back afterwards."""
     for module, name in (
         (lightrag_server, "LightRAG"),
         (query_routes, "QueryRequest"),
         (ollama_api, "parse_query_mode"),
     ):
         monkeypatch.setattr(module, name, getattr(module, name))
+    levels = {}
+    for name in PACKAGE_LOGGERS:
+        package_logger = logging.getLogger(name)
+        monkeypatch.setattr(package_logger, "handlers", list(package_logger.handlers))
+        monkeypatch.setattr(package_logger, "propagate", package_logger.propagate)
+        levels[name] = package_logger.level
     install()
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
 
 
 def test_the_installed_lightrag_has_the_seams():

@@ -9,7 +9,6 @@ switches over with ``e2rag-lightrag-backfill``.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,15 +19,20 @@ from lightrag.operate import QueryProgress
 from fake_openai import FakeOpenAI
 from lightrag_fakes import ANSWER_PREFIX
 from lightrag_story import INSERT_KWARGS, LATE_FACET_QUERY, PARAGRAPHS, STORY
-from server_process import STOCK_SERVER, ServerFactory, ServerProcess, documents, insert_text
+from server_process import (
+    E2RAG_SERVER,
+    STOCK_SERVER,
+    ServerFactory,
+    ServerProcess,
+    documents,
+    insert_text,
+    run_backfill,
+)
 
-E2RAG_SERVER = (sys.executable, "-m", "lightrag_ext.server")
-BACKFILL = (sys.executable, "-m", "lightrag_ext.backfill_command")
 SOURCE = "story.txt"
 ANSWER = f"{ANSWER_PREFIX}: {LATE_FACET_QUERY}"
 CHUNKING = {"strategy": "fixed_token", "params": INSERT_KWARGS}
 STOCK_MODES = ["naive", "local", "global", "hybrid", "mix"]
-BACKFILL_TIMEOUT = 120
 
 
 def _insert_story(server: ServerProcess) -> str:
@@ -201,17 +205,10 @@ def test_an_existing_stock_deployment_switches_with_the_backfill(
     stock.stop()
     assert fake_openai.calls_by_kind()["event_extraction"] == 0
 
-    backfill = subprocess.run(
-        BACKFILL,
-        cwd=stock.run_dir,
-        env=stock.env,
-        capture_output=True,
-        text=True,
-        timeout=BACKFILL_TIMEOUT,
-    )
+    backfill = run_backfill(stock)
 
     assert backfill.returncode == 0, backfill.stderr[-3000:]
-    assert json.loads(backfill.stdout[backfill.stdout.index("{") :])["built"] == [doc_id]
+    assert json.loads(backfill.stdout)["built"] == [doc_id]  # stdout is the JSON report only
     assert "e2rag event layer" in backfill.stderr  # the progress bar
     kinds = fake_openai.calls_by_kind()
     assert kinds["event_extraction"] == len(PARAGRAPHS)
