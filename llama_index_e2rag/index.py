@@ -60,6 +60,7 @@ from llama_index_e2rag.ingest import (
 from llama_index_e2rag.validation import validate_document, validate_documents, validate_nodes
 from llama_index_e2rag.llm import run_sync
 from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_CLASSES, RETRIEVER_MODES
+from llama_index_e2rag.registration import E2RAG_STRUCT_TYPE, STRUCT_TYPES
 from llama_index_e2rag.stores import Stores
 
 if TYPE_CHECKING:
@@ -81,11 +82,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: The index store's type key. llama-index looks it up in a registry that only this module
-#: fills, so a process that never imported it fails with ``KeyError: '<this key>'``: the key is
-#: the import that fixes it. 0.1.0 wrote ``e2rag``, still registered.
-E2RAG_STRUCT_TYPE = "llama_index_e2rag.E2RAGIndex"
-LEGACY_STRUCT_TYPE = "e2rag"
 _Group = tuple[Optional[Document], str, int, list[TextNode]]
 
 
@@ -828,6 +824,7 @@ def _progress(items: Sequence[Any], desc: str, show: bool) -> Any:
     return tqdm(items, desc=desc, unit="doc", disable=not show)
 
 
-for _type in (E2RAG_STRUCT_TYPE, LEGACY_STRUCT_TYPE):
+# the real classes take the place of the lazy entries ``registration`` put there
+for _type in STRUCT_TYPES:
     INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS[_type] = E2RAGIndexStruct  # type: ignore[index]
     INDEX_STRUCT_TYPE_TO_INDEX_CLASS[_type] = E2RAGIndex  # type: ignore[index]
