@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
 from llama_index_e2rag import cli_errors, cli_query
-from llama_index_e2rag.cli_store import has_store, load_store, read_documents
+from llama_index_e2rag.cli_files import read_documents
+from llama_index_e2rag.cli_store import has_store, load_store
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.modes import DEFAULT_MODE, HYDE_VARIANTS, RETRIEVER_MODES
 
@@ -38,7 +39,7 @@ BUILDER_FLAGS = {
 
 #: What ``e2rag --help`` says first (plain text: argparse prints it as it is).
 DESCRIPTION = (
-    "e2rag: index text files into a narrative store, query it (or serve it over HTTP), show "
+    "e2rag: index books (text, PDF, EPUB, DOCX, HTML) into a narrative store, query it (or serve it over HTTP), show "
     "what it holds, run the demo."
 )
 
@@ -54,8 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="e2rag", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    index = commands.add_parser("index", help="index text files or folders into a store")
-    index.add_argument("paths", nargs="+", type=Path, help="text files or folders of them")
+    index = commands.add_parser("index", help="index files or folders into a store")
+    index.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        help="files or folders of them: .txt and .md; .pdf, .epub, .docx and .html with the "
+        "[files] extra (LlamaIndex's file readers)",
+    )
     index.add_argument("--store", required=True, type=Path, help="store folder (created)")
     index.add_argument("--chunk-size", type=int, default=None, help="tokens per chunk")
     index.add_argument("--chunk-overlap", type=int, default=None, help="tokens of overlap")
@@ -81,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument(
         "--encoding",
         default="utf-8",
-        help="the files' text encoding (default utf-8), e.g. latin-1 or cp1252; auto detects "
+        help="the text files' encoding (default utf-8), e.g. latin-1 or cp1252; auto detects "
         "each file's",
     )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
