@@ -23,6 +23,8 @@ from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.modes import DEFAULT_MODE, HYDE_VARIANTS, RETRIEVER_MODES
 
 if TYPE_CHECKING:
+    from llama_index.core import Document
+
     from llama_index_e2rag.builders import DocumentBuilder
     from llama_index_e2rag.index import E2RAGIndex
 
@@ -90,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="utf-8",
         help="the text files' encoding (default utf-8), e.g. latin-1 or cp1252; auto detects "
         "each file's",
+    )
+    index.add_argument(
+        "--allow-duplicates",
+        action="store_true",
+        help="also index a file whose text is already in the store, or given twice, under "
+        "another path (skipped by default, with a notice)",
     )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
     index.set_defaults(func=_cmd_index)
@@ -366,6 +374,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
         "combined": args.combined or None,
         "show_progress": not args.quiet,
         "cache_dir": str(args.store),
+        "allow_duplicates": args.allow_duplicates,
     }
     flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
     builders = default_builders(flags)
@@ -374,6 +383,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if has_store(args.store):  # the flags add to the builders the store restores
         index = load_store(args.store, progress=not args.quiet, **options)
         records = index.graph_store.doc_records()
+        documents, skipped = _skip_same_text(documents, records, args.allow_duplicates)
         changed = [d for d in documents if (records.get(d.id_) or {}).get("hash") != d.hash]
         unchanged = len(documents) - len(changed)
         if changed:  # extracted with the store's builders; the new layers come next, for all
@@ -382,15 +392,18 @@ def _cmd_index(args: argparse.Namespace) -> int:
         documents = changed
         index.storage_context.persist(str(args.store))
     else:  # a new store (or what a save killed before it finished left): build it aside
+        documents, skipped = _skip_same_text(documents, {}, args.allow_duplicates)
         index = E2RAGIndex.from_documents(documents, doc_builders=builders, **options)
         _persist_new(index, args.store)
     from llama_index_e2rag.cli_show import node_counts
 
     counts = node_counts(index.graph_store)
     failures = index.extraction_report()
-    skipped = f" ({unchanged} unchanged, not extracted again)" if unchanged else ""
+    notes = [f"{unchanged} unchanged, not extracted again"] if unchanged else []
+    notes += [f"{skipped} skipped: same text as another"] if skipped else []
+    said = f" ({'; '.join(notes)})" if notes else ""
     print(
-        f"indexed {len(documents)} document(s){skipped} into {args.store}: "
+        f"indexed {len(documents)} document(s){said} into {args.store}: "
         + ", ".join(f"{n} {kind}" for kind, n in counts.items())
         + (f"; {len(failures)} chunk(s) failed extraction (see e2rag show)" if failures else "")
     )
@@ -399,6 +412,20 @@ def _cmd_index(args: argparse.Namespace) -> int:
         print(f"added {what} to {added.documents} document(s) ({added.nodes} new nodes), "
               "from the stored graph, without extracting them again")
     return 0
+
+
+def _skip_same_text(
+    documents: list["Document"], records: dict[str, dict[str, object]], allow: bool
+) -> tuple[list["Document"], int]:
+    """The documents without those whose text the store or an earlier file holds (a notice
+    line each on stderr), and how many were skipped."""
+    from llama_index_e2rag.same_text import find_duplicates
+
+    duplicates = [] if allow else find_duplicates(documents, records)
+    for duplicate in duplicates:
+        _say(f"e2rag: {duplicate.notice('--allow-duplicates')}")
+    skipped = {d.doc_id for d in duplicates}
+    return [d for d in documents if d.id_ not in skipped], len(skipped)
 
 
 def default_builders(names: Sequence[str]) -> list["DocumentBuilder"]:
