@@ -487,8 +487,9 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
                 logger.warning(duplicate.notice())
             if duplicates and not kept:
                 return  # nothing new: no build, no commit
-            orders = self.doc_orders.reserve([doc.id_ for doc in kept])
+            orders: dict[str, int] = {}
             try:
+                orders = self.doc_orders.reserve([doc.id_ for doc in kept])
                 groups = [
                     (doc, doc.id_, orders[doc.id_], chunk_document(self.splitter, doc, orders[doc.id_]))
                     for doc in kept
