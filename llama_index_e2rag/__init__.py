@@ -1,12 +1,14 @@
 """llama-index-e2rag: time- and causality-aware retrieval over long narratives.
 
-Exports are lazy (PEP 562): importing the package, or any module of it, runs nothing and loads
-no model. ``from llama_index_e2rag import E2RAGIndex`` imports the index module, which adds the
-index type to llama-index's registries so that ``load_index_from_storage`` can load it.
+Exports are lazy (PEP 562): importing the package, or any module of it, loads no model and
+neither llama-index nor the index. It does one thing: ``E2RAGIndex`` joins llama-index's index
+registries (lazily, see ``registration``), so that after ``import llama_index_e2rag``
+``load_index_from_storage`` opens our stores, whichever of the two packages came first.
 """
 
 from __future__ import annotations
 
+from llama_index_e2rag import registration
 from llama_index_e2rag.lazy import lazy_exports
 
 __version__ = "0.1.0"
@@ -51,3 +53,5 @@ __all__ = ["__version__", *sorted(_LAZY)]
 
 # heavy components are imported only when a user asks for them
 __getattr__ = lazy_exports(globals(), _LAZY)
+
+registration.install()

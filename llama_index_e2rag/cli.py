@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
 from llama_index_e2rag import cli_errors, cli_query
-from llama_index_e2rag.cli_store import has_store, load_store, read_documents
+from llama_index_e2rag.cli_files import read_documents
+from llama_index_e2rag.cli_store import has_store, load_store
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.modes import DEFAULT_MODE, HYDE_VARIANTS, RETRIEVER_MODES
 
 if TYPE_CHECKING:
+    from llama_index.core import Document
+
     from llama_index_e2rag.builders import DocumentBuilder
     from llama_index_e2rag.index import E2RAGIndex
 
@@ -38,7 +41,7 @@ BUILDER_FLAGS = {
 
 #: What ``e2rag --help`` says first (plain text: argparse prints it as it is).
 DESCRIPTION = (
-    "e2rag: index text files into a narrative store, query it (or serve it over HTTP), show "
+    "e2rag: index books (text, PDF, EPUB, DOCX, HTML) into a narrative store, query it (or serve it over HTTP), show "
     "what it holds, run the demo."
 )
 
@@ -54,8 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="e2rag", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    index = commands.add_parser("index", help="index text files or folders into a store")
-    index.add_argument("paths", nargs="+", type=Path, help="text files or folders of them")
+    index = commands.add_parser("index", help="index files or folders into a store")
+    index.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        help="files or folders of them: .txt and .md; .pdf, .epub, .docx and .html with the "
+        "[files] extra (LlamaIndex's file readers)",
+    )
     index.add_argument("--store", required=True, type=Path, help="store folder (created)")
     index.add_argument("--chunk-size", type=int, default=None, help="tokens per chunk")
     index.add_argument("--chunk-overlap", type=int, default=None, help="tokens of overlap")
@@ -81,8 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument(
         "--encoding",
         default="utf-8",
-        help="the files' text encoding (default utf-8), e.g. latin-1 or cp1252; auto detects "
+        help="the text files' encoding (default utf-8), e.g. latin-1 or cp1252; auto detects "
         "each file's",
+    )
+    index.add_argument(
+        "--allow-duplicates",
+        action="store_true",
+        help="also index a file whose text is already in the store, or given twice, under "
+        "another path (skipped by default, with a notice)",
     )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
     index.set_defaults(func=_cmd_index)
@@ -359,6 +374,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
         "combined": args.combined or None,
         "show_progress": not args.quiet,
         "cache_dir": str(args.store),
+        "allow_duplicates": args.allow_duplicates,
     }
     flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
     builders = default_builders(flags)
@@ -367,6 +383,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if has_store(args.store):  # the flags add to the builders the store restores
         index = load_store(args.store, progress=not args.quiet, **options)
         records = index.graph_store.doc_records()
+        documents, skipped = _skip_same_text(documents, records, args.allow_duplicates)
         changed = [d for d in documents if (records.get(d.id_) or {}).get("hash") != d.hash]
         unchanged = len(documents) - len(changed)
         if changed:  # extracted with the store's builders; the new layers come next, for all
@@ -375,15 +392,18 @@ def _cmd_index(args: argparse.Namespace) -> int:
         documents = changed
         index.storage_context.persist(str(args.store))
     else:  # a new store (or what a save killed before it finished left): build it aside
+        documents, skipped = _skip_same_text(documents, {}, args.allow_duplicates)
         index = E2RAGIndex.from_documents(documents, doc_builders=builders, **options)
         _persist_new(index, args.store)
     from llama_index_e2rag.cli_show import node_counts
 
     counts = node_counts(index.graph_store)
     failures = index.extraction_report()
-    skipped = f" ({unchanged} unchanged, not extracted again)" if unchanged else ""
+    notes = [f"{unchanged} unchanged, not extracted again"] if unchanged else []
+    notes += [f"{skipped} skipped: same text as another"] if skipped else []
+    said = f" ({'; '.join(notes)})" if notes else ""
     print(
-        f"indexed {len(documents)} document(s){skipped} into {args.store}: "
+        f"indexed {len(documents)} document(s){said} into {args.store}: "
         + ", ".join(f"{n} {kind}" for kind, n in counts.items())
         + (f"; {len(failures)} chunk(s) failed extraction (see e2rag show)" if failures else "")
     )
@@ -392,6 +412,20 @@ def _cmd_index(args: argparse.Namespace) -> int:
         print(f"added {what} to {added.documents} document(s) ({added.nodes} new nodes), "
               "from the stored graph, without extracting them again")
     return 0
+
+
+def _skip_same_text(
+    documents: list["Document"], records: dict[str, dict[str, object]], allow: bool
+) -> tuple[list["Document"], int]:
+    """The documents without those whose text the store or an earlier file holds (a notice
+    line each on stderr), and how many were skipped."""
+    from llama_index_e2rag.same_text import find_duplicates
+
+    duplicates = [] if allow else find_duplicates(documents, records)
+    for duplicate in duplicates:
+        _say(f"e2rag: {duplicate.notice('--allow-duplicates')}")
+    skipped = {d.doc_id for d in duplicates}
+    return [d for d in documents if d.id_ not in skipped], len(skipped)
 
 
 def default_builders(names: Sequence[str]) -> list["DocumentBuilder"]:

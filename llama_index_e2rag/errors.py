@@ -32,6 +32,11 @@ class MissingModelError(E2RAGError):
     """A step needs a model (LLM, embedding, spaCy pipeline) that is not configured or installed."""
 
 
+class MissingExtraError(E2RAGError, ImportError):
+    """A step needs an optional dependency (an extra of the package) that is not installed; the
+    message names the ``pip install`` that brings it."""
+
+
 class VectorStoreError(E2RAGError):
     """A vector store cannot serve this index (refused before extraction starts) or failed."""
 

@@ -60,6 +60,8 @@ from llama_index_e2rag.ingest import (
 from llama_index_e2rag.validation import validate_document, validate_documents, validate_nodes
 from llama_index_e2rag.llm import run_sync
 from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_CLASSES, RETRIEVER_MODES
+from llama_index_e2rag.registration import E2RAG_STRUCT_TYPE, STRUCT_TYPES
+from llama_index_e2rag.same_text import TextClaims
 from llama_index_e2rag.stores import Stores
 
 if TYPE_CHECKING:
@@ -81,11 +83,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: The index store's type key. llama-index looks it up in a registry that only this module
-#: fills, so a process that never imported it fails with ``KeyError: '<this key>'``: the key is
-#: the import that fixes it. 0.1.0 wrote ``e2rag``, still registered.
-E2RAG_STRUCT_TYPE = "llama_index_e2rag.E2RAGIndex"
-LEGACY_STRUCT_TYPE = "e2rag"
 _Group = tuple[Optional[Document], str, int, list[TextNode]]
 
 
@@ -139,6 +136,11 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             metadata, filtered at query time); default: the embedded binary vectors, saved in
             the persist directory. ``StorageContext.from_defaults(vector_store=...)`` works too.
         vector_stores: ``{node kind: vector store}``, for one store per kind instead.
+        allow_duplicates: index a new document even when its text is already indexed under
+            another id (or comes twice in one call); by default it is skipped with a logged
+            warning (``same_text``: llama-index's ``DocstoreStrategy.DUPLICATES_ONLY`` for new
+            ids, by text alone, and upserts for known ids). ``insert``, ``insert_documents`` and
+            their async forms take it per call too.
         persist_dir: where the index was persisted, when loading it from a folder that moved
             (``load_index_from_storage(storage_context, persist_dir=...)``); otherwise the
             folder is found from ``graph_store.json``.
@@ -170,6 +172,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         vector_store: Optional[BasePydanticVectorStore] = None,
         vector_stores: Optional[Dict[str, BasePydanticVectorStore]] = None,
         persist_dir: Optional[str] = None,
+        allow_duplicates: bool = False,
         show_progress: bool = False,
         callback_manager: Optional[CallbackManager] = None,
         **kwargs: Any,
@@ -212,6 +215,8 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         self._embed_model: Optional[BaseEmbedding] = None
         self._write_lock = WriteLock()
         self.doc_orders = DocOrders(self._stores.graph.doc_orders)
+        self.allow_duplicates = allow_duplicates
+        self._text_claims = TextClaims(self._stores.graph.doc_records)
         storage_context.graph_store.show_progress = show_progress  # type: ignore[attr-defined]
         super().__init__(
             nodes=nodes,
@@ -446,34 +451,53 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
     # -- insertion ------------------------------------------------------------------------------
     def insert(self, document: Document, **insert_kwargs: Any) -> None:
         """Index one document; re-inserting a known document id replaces it (validated first,
-        by ``ainsert_documents``)."""
+        by ``ainsert_documents``). A new id whose text is already indexed is skipped unless
+        ``allow_duplicates=True``."""
         run_sync(self.ainsert(document, **insert_kwargs))
 
     async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:
-        await self.ainsert_documents([document])
+        await self.ainsert_documents(
+            [document], allow_duplicates=insert_kwargs.get("allow_duplicates")
+        )
 
-    def insert_documents(self, documents: Sequence[Document]) -> None:
-        """Index several documents in one build (extraction runs concurrently across them)."""
-        run_sync(self.ainsert_documents(documents))
+    def insert_documents(
+        self, documents: Sequence[Document], *, allow_duplicates: Optional[bool] = None
+    ) -> None:
+        """Index several documents in one build (extraction runs concurrently across them).
+        ``allow_duplicates`` (default: the index's) keeps new documents whose text is indexed."""
+        run_sync(self.ainsert_documents(documents, allow_duplicates=allow_duplicates))
 
-    async def ainsert_documents(self, documents: Sequence[Document]) -> None:
-        """Validate all, chunk, extract, build, embed; then commit them as one."""
+    async def ainsert_documents(
+        self, documents: Sequence[Document], *, allow_duplicates: Optional[bool] = None
+    ) -> None:
+        """Validate all, skip the same text twice, chunk, extract, build, embed; then commit
+        them as one."""
         validate_documents(documents)
-        await self._ainsert_valid(documents)
+        await self._ainsert_valid(documents, allow_duplicates)
 
-    async def _ainsert_valid(self, documents: Sequence[Document]) -> None:
+    async def _ainsert_valid(
+        self, documents: Sequence[Document], allow_duplicates: Optional[bool] = None
+    ) -> None:
         """``ainsert_documents`` after validation (``from_documents`` validates before it
         builds the index)."""
+        allow = self.allow_duplicates if allow_duplicates is None else allow_duplicates
         async with self._stores.locks.awriter():
-            orders = self.doc_orders.reserve([doc.id_ for doc in documents])
+            kept, duplicates, claimed = self._text_claims.claim(documents, allow)
+            for duplicate in duplicates:
+                logger.warning(duplicate.notice())
+            if duplicates and not kept:
+                return  # nothing new: no build, no commit
+            orders: dict[str, int] = {}
             try:
+                orders = self.doc_orders.reserve([doc.id_ for doc in kept])
                 groups = [
                     (doc, doc.id_, orders[doc.id_], chunk_document(self.splitter, doc, orders[doc.id_]))
-                    for doc in documents
+                    for doc in kept
                 ]
                 await self._aindex_groups(groups)
             finally:
                 self.doc_orders.release(orders)
+                self._text_claims.release(claimed)
 
     def insert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
         run_sync(self.ainsert_nodes(nodes, **insert_kwargs))
@@ -828,6 +852,7 @@ def _progress(items: Sequence[Any], desc: str, show: bool) -> Any:
     return tqdm(items, desc=desc, unit="doc", disable=not show)
 
 
-for _type in (E2RAG_STRUCT_TYPE, LEGACY_STRUCT_TYPE):
+# the real classes take the place of the lazy entries ``registration`` put there
+for _type in STRUCT_TYPES:
     INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS[_type] = E2RAGIndexStruct  # type: ignore[index]
     INDEX_STRUCT_TYPE_TO_INDEX_CLASS[_type] = E2RAGIndex  # type: ignore[index]

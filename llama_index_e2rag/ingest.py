@@ -44,6 +44,7 @@ from llama_index_e2rag.extract.passages import (
 )
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
+from llama_index_e2rag.same_text import text_hash
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind
 from llama_index_e2rag.stores import CHUNK_NODE_ATTR, DocumentWrite
 from llama_index_e2rag.vectors.base import VectorRecord
@@ -465,6 +466,7 @@ def document_write(stage: StagedDoc, vectors: StagedVectors) -> DocumentWrite:
         failures=stage.failures,
         doc_hash=stage.document.hash if stage.document is not None else None,
         links=stage.links,
+        text_hash=text_hash(stage.document) if stage.document is not None else None,
     )
 
 

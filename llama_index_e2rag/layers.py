@@ -30,6 +30,7 @@ from llama_index_e2rag.ingest import (
     run_builders,
     vector_record,
 )
+from llama_index_e2rag.same_text import TEXT_HASH_KEY
 from llama_index_e2rag.schema import GraphNode, NodeKind
 from llama_index_e2rag.stores import DocumentWrite, Stores
 
@@ -75,7 +76,7 @@ class LayerBuild:
     staged: list[StagedDoc]
     new_ids: dict[str, set[str]]  # doc_id -> ids of the nodes the new builders added
     vectors: dict[str, np.ndarray]  # node id -> vector (stored, or embedded now)
-    hashes: dict[str, Optional[str]]
+    hashes: dict[str, dict[str, Any]]  # doc_id -> its stored record (hashes kept as they are)
     report: LayersAdded
 
     def writes(self) -> list[DocumentWrite]:
@@ -95,8 +96,9 @@ class LayerBuild:
                     ],
                     chunks=stage.chunks,
                     failures=stage.failures,
-                    doc_hash=self.hashes.get(stage.doc_id),
+                    doc_hash=self.hashes[stage.doc_id].get("hash"),
                     links=stage.links,
+                    text_hash=self.hashes[stage.doc_id].get(TEXT_HASH_KEY),
                 )
             )
         return out
@@ -143,7 +145,7 @@ async def stage_layers(
         documents=len(staged),
         nodes=sum(len(ids) for ids in new_ids.values()),
     )
-    hashes = {doc_id: (records.get(doc_id) or {}).get("hash") for doc_id in new_ids}
+    hashes = {doc_id: records.get(doc_id) or {} for doc_id in new_ids}
     return LayerBuild(staged, new_ids, vectors, hashes, report)
 
 

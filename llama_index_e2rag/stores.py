@@ -22,7 +22,7 @@ import threading
 from collections import Counter
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Hashable, Iterator, Mapping, Optional, Sequence
+from typing import Any, AsyncIterator, Callable, Hashable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 from llama_index.core.schema import TextNode
@@ -31,6 +31,7 @@ from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index_e2rag.graph.base import DocRows, GraphStore
 from llama_index_e2rag.lexical import LexicalIndex
 from llama_index_e2rag.locks import StoreLocks
+from llama_index_e2rag.same_text import TEXT_HASH_KEY
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, sort_by_position
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord, VectorStorage
 
@@ -52,11 +53,15 @@ class DocumentWrite:
     doc_hash: Optional[str] = None
     #: edges to other documents' nodes, owned by this one (``DocRows.links``)
     links: list[GraphEdge] = field(default_factory=list)
+    #: the hash of the document's text alone (``same_text``), when it came as a document
+    text_hash: Optional[str] = None
 
     def rows(self) -> DocRows:
         """The graph's part, with the record the rest of the store is checked against."""
         vectors = Counter(r.kind for r in self.records)
-        record = {"hash": self.doc_hash, "vectors": dict(sorted(vectors.items()))}
+        record: dict[str, Any] = {"hash": self.doc_hash, "vectors": dict(sorted(vectors.items()))}
+        if self.text_hash is not None:
+            record[TEXT_HASH_KEY] = self.text_hash
         return DocRows(
             self.doc_id, self.order, self.nodes, self.edges, self.failures, record, self.links
         )

@@ -21,10 +21,11 @@ _NUMBER = (
     r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|first|second|third|fourth|"
     r"fifth|sixth|seventh|eighth|ninth|tenth|last"
 )
-#: A heading line: "CHAPTER III.", "Chapter 3: The Net", "BOOK ONE", "Part II — Home"; the
-#: whole line is the heading, so prose that happens to start with "Part of" is not one.
+#: A heading line: "CHAPTER III.", "Chapter 3: The Net", "BOOK ONE", "Part II — Home", also as
+#: a Markdown heading ("# Chapter 1": .md files, and HTML or EPUB as LlamaIndex's readers give
+#: them); the whole line is the heading, so prose that happens to start with "Part of" is not one.
 _HEADING = re.compile(
-    r"^[ \t]*(chapter|book|part|section|canto|act|scene|stave|letter)[ \t]+(" + _NUMBER + r")"
+    r"^[ \t]*(?:#{1,6}[ \t]+)?(chapter|book|part|section|canto|act|scene|stave|letter)[ \t]+(" + _NUMBER + r")"
     r"[ \t]*(?:[.:\-\u2014][^\n]{0,70})?[ \t]*$",
     re.IGNORECASE | re.MULTILINE,
 )

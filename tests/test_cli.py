@@ -97,7 +97,7 @@ def test_index_show_query_round_trip(
         (lambda d: ["index", str(d / "missing.txt"), "--store", str(d / "s")], "no such file"),
         (lambda d: ["index", str(d / "empty.txt"), "--store", str(d / "s")], "is empty"),
         (lambda d: ["index", str(d / "latin1.txt"), "--store", str(d / "s")], "not UTF-8"),
-        (lambda d: ["index", str(d / "nul.txt"), "--store", str(d / "s")], "NUL bytes"),
+        (lambda d: ["index", str(d / "nul.txt"), "--store", str(d / "s")], "not a text or"),
         (
             lambda d: ["index", str(d / "ok.txt"), str(d / "empty.txt"), "--store", str(d / "s")],
             "is empty",
@@ -523,13 +523,13 @@ BAD_INPUTS: dict[str, tuple[bool, Callable[[Path, Path], list[str]], tuple[str, 
         False,
         lambda d, g: (d / "pics").mkdir() or (d / "pics" / "a.png").write_bytes(b"\x89PNG")
         and ["index", str(d / "pics"), "--store", str(d / "s")],
-        ("holds no text files",),
+        ("holds no files e2rag index reads",),
     ),
     "binary_file": (
         False,
         lambda d, g: (d / "b.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff")
         and ["index", str(d / "b.txt"), "--store", str(d / "s")],
-        ("b.txt",),
+        ("b.txt", "not a text or document file"),
     ),
     "latin1_file": (
         False,

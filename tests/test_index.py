@@ -393,9 +393,14 @@ def _assert_positions_follow_orders(index: E2RAGIndex) -> None:
     }
 
 
+def _variant(i: int) -> str:
+    """The sequel with a sentence of its own: another text (the same text twice is skipped)."""
+    return f"{SEQUEL} Harry counted {i + 2} candles."
+
+
 async def test_concurrent_ainserts_get_distinct_story_orders() -> None:
     index = make_index(llm=ScriptedLLM(names=NAMES, async_delay=0.01))
-    docs = [Document(text=SEQUEL, id_=f"sequel{i}") for i in range(3)]
+    docs = [Document(text=_variant(i), id_=f"sequel{i}") for i in range(3)]
     await asyncio.gather(*(index.ainsert(doc) for doc in docs))
     assert sorted(index.doc_order(d.id_) for d in docs) == [1, 2, 3]
     _assert_positions_follow_orders(index)
@@ -403,7 +408,7 @@ async def test_concurrent_ainserts_get_distinct_story_orders() -> None:
 
 def test_inserts_from_threads_get_distinct_story_orders() -> None:
     index = make_index()
-    docs = [Document(text=SEQUEL, id_=f"sequel{i}") for i in range(3)]
+    docs = [Document(text=_variant(i), id_=f"sequel{i}") for i in range(3)]
     with ThreadPoolExecutor(max_workers=3) as pool:
         list(pool.map(index.insert, docs))
     assert sorted(index.doc_order(d.id_) for d in docs) == [1, 2, 3]
@@ -422,10 +427,10 @@ async def test_a_failed_concurrent_insert_leaves_only_a_harmless_gap(tmp_path: P
             return [], []
 
     index = make_index(doc_builders=[FailsFor()], llm=ScriptedLLM(names=NAMES, async_delay=0.01))
-    bad, good = Document(text=SEQUEL, id_="bad"), Document(text=SEQUEL, id_="good")
+    bad, good = Document(text=_variant(0), id_="bad"), Document(text=_variant(1), id_="good")
     results = await asyncio.gather(index.ainsert(bad), index.ainsert(good), return_exceptions=True)
     assert isinstance(results[0], RuntimeError) and results[1] is None
-    await index.ainsert(Document(text=SEQUEL, id_="later"))
+    await index.ainsert(Document(text=_variant(2), id_="later"))
     assert index.doc_order("bad") is None and "bad" not in index.ref_doc_info
     orders = [index.doc_order(d) for d in ("phantom", "good", "later")]
     assert orders == sorted(orders) and len(set(orders)) == 3

@@ -113,7 +113,7 @@ def test_a_storage_context_holding_a_knowledge_graph_is_refused() -> None:
         make_index(storage_context=StorageContext.from_defaults(graph_store=graph))
 
 
-def test_importing_any_module_but_the_index_leaves_llama_index_untouched() -> None:
+def test_importing_any_module_but_the_index_changes_llama_index_only_by_our_registration() -> None:
     script = """
 import importlib, pkgutil, sys
 from llama_index.core.data_structs.registry import INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS as S
@@ -129,6 +129,8 @@ for name in names:
         importlib.import_module(name)
 assert "llama_index_e2rag.index" not in sys.modules, "a module imported the index"
 assert (dict(S), dict(I), dict(vars(SimpleVectorStoreData))) == before, "registries changed"
+ours = {"llama_index_e2rag.E2RAGIndex", "e2rag"}  # the package's lazy entries, and only those
+assert {k for k in S if k in ours} == {k for k in I if k in ours} == ours
 import llama_index_e2rag.schema
 print(len(names))
 """

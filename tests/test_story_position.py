@@ -26,6 +26,15 @@ def test_headings_are_whole_heading_lines_with_their_number():
     assert "Part" not in " ".join(label for _, label in found)
 
 
+def test_markdown_headings_are_headings_and_hashes_in_prose_are_not():
+    # .md books, and HTML or EPUB as LlamaIndex's readers (html2text) give them
+    book = "# Chapter 1\n\nPeter ran.\n\n## CHAPTER II. The Net\n\nHe hid.\n\n#Chapter 3\nissue #4"
+    assert [label for _, label in headings(book)] == ["Chapter 1", "Chapter II"]
+    assert [offset for offset, _ in headings(book)] == [
+        book.index("Chapter 1"), book.index("CHAPTER II")
+    ]
+
+
 def test_chapter_at_is_the_last_heading_before_the_offset():
     story = StoryMap(length=len(BOOK), headings=tuple(headings(BOOK)))
     assert story.chapter_at(BOOK.index("THE GARDEN")) is None
