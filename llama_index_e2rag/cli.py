@@ -60,10 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     index = commands.add_parser("index", help="index files or folders into a store")
     index.add_argument(
         "paths",
-        nargs="+",
+        nargs="*",
         type=Path,
         help="files or folders of them: .txt and .md; .pdf, .epub, .docx and .html with the "
-        "[files] extra (LlamaIndex's file readers)",
+        "[files] extra (LlamaIndex's file readers); none: only add the flags' layers to the store",
     )
     index.add_argument("--store", required=True, type=Path, help="store folder (created)")
     index.add_argument("--chunk-size", type=int, default=None, help="tokens per chunk")
@@ -367,6 +367,12 @@ def _os_reason(exc: OSError, store: Optional[Path]) -> str:
 def _cmd_index(args: argparse.Namespace) -> int:
     from llama_index_e2rag.index import E2RAGIndex
 
+    flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
+    if not args.paths and not (flags and has_store(args.store)):
+        raise E2RAGError(
+            "name the files or folders to index (without any, e2rag index only adds a layer "
+            "flag's layer, e.g. --chrono, to an existing store)"
+        )
     documents = read_documents(args.paths, encoding=args.encoding)
     options = {
         "chunk_size": args.chunk_size,
@@ -376,7 +382,6 @@ def _cmd_index(args: argparse.Namespace) -> int:
         "cache_dir": str(args.store),
         "allow_duplicates": args.allow_duplicates,
     }
-    flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
     builders = default_builders(flags)
     unchanged = 0
     added = None
@@ -515,17 +520,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_timeline(args: argparse.Namespace) -> int:
     from llama_index_e2rag.extract.event_graph.entities import fused_entities
+    from llama_index_e2rag.modes import layer_missing_cli
     from llama_index_e2rag.timeline import entity_timeline, format_timeline, timeline_dict
 
     if args.limit is not None and args.limit < 1:
         raise E2RAGError(f"--limit must be at least 1, got {args.limit}")
     index = load_store(args.store)
     if not fused_entities(index.graph_store):
-        raise E2RAGError(
-            f"{args.store} has no event graph (e2rag timeline needs its fused entities); add "
-            f"it, without extracting the documents again, with: e2rag index FILES --store "
-            f"{args.store} --event-graph"
-        )
+        raise E2RAGError(layer_missing_cli("event_graph", args.store, "e2rag timeline"))
     found = entity_timeline(index.graph_store, args.name, doc_id=args.doc)
     if args.json:
         print(json.dumps(timeline_dict(found), ensure_ascii=False, indent=1))

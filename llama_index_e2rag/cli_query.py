@@ -13,22 +13,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, TextIO
 
 from llama_index_e2rag.errors import E2RAGError, MissingModelError
-from llama_index_e2rag.modes import DEFAULT_MODE, HYDE_VARIANTS, RETRIEVER_MODES
+from llama_index_e2rag.modes import (
+    DEFAULT_MODE,
+    HYDE_VARIANTS,
+    LAYER_OF_MODE,
+    RETRIEVER_MODES,
+    layer_missing_cli,
+)
 
 if TYPE_CHECKING:
     from llama_index.core.base.base_query_engine import BaseQueryEngine
     from llama_index.core.schema import NodeWithScore
 
     from llama_index_e2rag.index import E2RAGIndex
+    from llama_index_e2rag.story_position import StoryPositions
 
 #: Characters of a result's text printed after its position.
 SNIPPET_CHARS = 200
-#: ``--mode`` -> (what the store lacks, the ``e2rag index`` flag that builds it).
-LAYER_OF_MODE = {
-    "chrono": ("ChronoRAG layers", "--chrono"),
-    "sentence_graph": ("sentence graph", "--sentence-graph"),
-    "event_graph": ("event graph", "--event-graph"),
-}
 #: How to give the CLI an LLM (it reads no Python ``Settings``).
 LLM_ADVICE = (
     'set OPENAI_API_KEY (and pip install "llama-index-e2rag[openai]") so that e2rag uses '
@@ -91,9 +92,7 @@ def cli_advice(exc: BaseException, mode: str, hyde: Optional[str], store: object
 
     missing = (ChronoLayerMissingError, SentenceGraphMissingError, EventGraphMissingError)
     if isinstance(exc, missing) and mode in LAYER_OF_MODE:
-        what, flag = LAYER_OF_MODE[mode]
-        return (f"{store} has no {what} (--mode {mode} needs them); add them, without "
-                f"extracting the documents again, with: e2rag index FILES --store {store} {flag}")
+        return layer_missing_cli(mode, store, f"--mode {mode}")
     if isinstance(exc, MissingModelError) and hyde is not None:
         return (f"--hyde {hyde} drafts a hypothetical answer with an LLM and none is "
                 f"configured: {LLM_ADVICE}; or query without --hyde")
@@ -105,11 +104,16 @@ def cli_advice(exc: BaseException, mode: str, hyde: Optional[str], store: object
 def run_query(index: "E2RAGIndex", store: object, options: QueryOptions) -> dict[str, Any]:
     """Answer ``options.question`` from ``index``: ``{"answer", "mode", "sources"}``."""
     engine = query_engine(index, store, options)
+    from llama_index_e2rag.story_position import StoryPositions
+
     response = engine.query(options.question)
+    positions = StoryPositions(index.graph_store)
     return {
         "answer": str(response).strip(),
         "mode": options.resolved_mode,
-        "sources": [source_dict(s, rank) for rank, s in enumerate(response.source_nodes, 1)],
+        "sources": [
+            source_dict(s, rank, positions) for rank, s in enumerate(response.source_nodes, 1)
+        ],
     }
 
 
@@ -123,23 +127,40 @@ def run_retrieve(index: "E2RAGIndex", store: object, options: QueryOptions) -> d
         retriever = index.as_retriever(mode=mode, **kwargs)
     except E2RAGError as exc:
         raise E2RAGError(cli_advice(exc, mode, options.hyde, store)) from exc
+    from llama_index_e2rag.story_position import StoryPositions
+
     nodes = retriever.retrieve(options.question)
-    return {"mode": mode, "sources": [source_dict(s, rank) for rank, s in enumerate(nodes, 1)]}
+    positions = StoryPositions(index.graph_store)
+    return {
+        "mode": mode,
+        "sources": [source_dict(s, rank, positions) for rank, s in enumerate(nodes, 1)],
+    }
 
 
-def source_dict(source: "NodeWithScore", rank: int) -> dict[str, Any]:
-    """One result as JSON values: its document, story position, score, text, what brought it
-    (``explain``) and its metadata."""
-    from llama_index_e2rag.context import POS_KEY, format_position
+def source_dict(
+    source: "NodeWithScore", rank: int, positions: "StoryPositions"
+) -> dict[str, Any]:
+    """One result as JSON values: its document, story position (in words, as the extractive
+    answer says it, and as numbers), score, text, what brought it (``explain``) and its
+    metadata."""
+    from llama_index_e2rag.context import POS_KEY
+    from llama_index_e2rag.story_position import source_name
 
     meta = source.node.metadata
     pos = meta.get(POS_KEY)
+    doc_id = meta.get("doc_id", source.node.ref_doc_id)
+    offset = int(pos[1]) if pos else None
+    name = source_name(meta, doc_id, int(pos[0]) if pos else None)
+    chapter, percent = positions.place(doc_id, offset)
     return {
         "rank": rank,
-        "doc_id": meta.get("doc_id", source.node.ref_doc_id),
+        "doc_id": doc_id,
         "file_name": meta.get("file_name"),
         "position": list(pos) if pos else None,
-        "where": format_position(pos) if pos else "position unknown",
+        "char_offset": offset,
+        "chapter": chapter,
+        "percent": percent,
+        "where": positions.describe(doc_id, offset, name) if pos else f"{name} · position unknown",
         "score": source.score,
         "text": source.node.get_content(),
         "relation_path": meta.get("relation_path"),
@@ -155,8 +176,7 @@ def print_result(result: dict[str, Any], explained: bool, out: TextIO) -> None:
     for source in result["sources"]:
         score = f"{source['score']:.3f}" if source["score"] is not None else "-"
         snippet = " ".join(source["text"].split())[:SNIPPET_CHARS]
-        print(f"[{source['rank']}] {source['doc_id']} ({source['where']}; score {score}) "
-              f"{snippet}", file=out)
+        print(f"[{source['rank']}] [{source['where']}] score {score}: {snippet}", file=out)
         if source["relation_path"] is not None:
             print(f"    path: {source['relation_path']}", file=out)
         if explained:

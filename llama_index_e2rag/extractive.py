@@ -45,15 +45,13 @@ from llama_index_e2rag.extract.base import DOC_ORDER_KEY
 from llama_index_e2rag.extract.grounded import SPACY_MODEL, load_spacy
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import NodeKind
-from llama_index_e2rag.story_position import StoryMap, describe_position, story_map
+from llama_index_e2rag.story_position import StoryMap, describe_position, source_name, story_map
 from llama_index_e2rag.text import split_sentences
 
 logger = logging.getLogger(__name__)
 
 #: Metadata key under which ``Response.metadata`` carries the evidence as plain dicts.
 EVIDENCE_KEY = "e2rag_evidence"
-#: Metadata keys (in order of preference) naming where a node's text came from.
-SOURCE_KEYS = ("file_name", "file_path", "title", "source", "url")
 #: Candidates (best by relevance) parsed to read them against the question: enough for a few
 #: hundred words of evidence, few enough that parsing costs tens of milliseconds.
 MAX_PARSED = 48
@@ -250,7 +248,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
                 found.append(
                     Evidence(
                         text=sentence,
-                        source=_source(meta, doc_id, doc_order),
+                        source=source_name(meta, doc_id, doc_order),
                         doc_id=doc_id,
                         doc_order=doc_order,
                         char_offset=offset,
@@ -413,16 +411,6 @@ def _nearby_lemmas(ranked: list[Evidence], lemmas: list[set[str]]) -> list[set[s
                 if j != i and gap <= NEIGHBOUR_CHARS:
                     nearby[i] |= lemmas[j]
     return nearby
-
-
-def _source(meta: dict[str, Any], doc_id: Optional[str], doc_order: Optional[int]) -> str:
-    """The document's file name or title, else its id, else its place among the documents."""
-    for key in SOURCE_KEYS:
-        if meta.get(key):
-            return str(meta[key]).rsplit("/", 1)[-1] if key == "file_path" else str(meta[key])
-    if doc_id:
-        return str(doc_id)
-    return f"document {doc_order}" if doc_order is not None else "document"
 
 
 def _text_nodes(text_chunks: Sequence[str]) -> list[NodeWithScore]:

@@ -54,7 +54,15 @@ class Source(BaseModel):
     position: Optional[list[int]] = Field(
         description="(document order, character offset, ordinal) in the story"
     )
-    where: str = Field(description="the position in words")
+    char_offset: Optional[int] = Field(None, description="where the text starts in its document")
+    chapter: Optional[str] = Field(
+        None, description="the chapter (book, part, ...) heading before it, when the text has them"
+    )
+    percent: Optional[float] = Field(None, description="share of its document before it (0-100)")
+    where: str = Field(
+        description='the position as e2rag query says it: "book.txt · Chapter 3 · 93% through '
+        'the story" (the character offset when the share is unknown)'
+    )
     score: Optional[float] = None
     text: str
     relation_path: Optional[Any] = Field(None, description="sentence_graph: how it was reached")

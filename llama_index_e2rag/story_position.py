@@ -1,9 +1,10 @@
 """Where a piece of evidence sits in its story, in words a reader can use.
 
-A character offset means nothing to a reader and a bare "93%" reads like a confidence, so the
-extractive answer labels positions as "Chapter 3 · 93% through the story": the chapter (or book,
+A character offset means nothing to a reader and a bare "93%" reads like a confidence, so
+positions read "peter_rabbit.txt · Chapter 3 · 93% through the story": the chapter (or book,
 part, section, ...) comes from the nearest heading before the evidence, found in the indexed
-chunks' text, and the share of the document is said to be one.
+chunks' text, and the share of the document is said to be one. The extractive answer, ``e2rag
+query``'s evidence, ``e2rag serve``'s ``where`` and the story page all say positions this way.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import NodeKind
+
+if TYPE_CHECKING:  # not imported at run time: the graph package loads networkx
+    from llama_index_e2rag.graph.base import GraphStore
 
 _NUMBER = (
     r"\d+|[ivxlcdm]+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
@@ -29,6 +32,11 @@ _HEADING = re.compile(
     r"[ \t]*(?:[.:\-\u2014][^\n]{0,70})?[ \t]*$",
     re.IGNORECASE | re.MULTILINE,
 )
+#: Metadata keys (in order of preference) naming where a node's text came from.
+SOURCE_KEYS = ("file_name", "file_path", "title", "source", "url")
+#: The graph attribute holding a chunk's stored ``TextNode`` (``stores.CHUNK_NODE_ATTR``; not
+#: imported, so reading positions does not load the stores).
+_CHUNK_NODE_ATTR = "node"
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,8 @@ class StoryMap:
 
     length: int
     headings: tuple[tuple[int, str], ...] = ()
+    #: The document's name from its chunks' metadata (``source_name``), when they carry one.
+    source: Optional[str] = None
 
     def percent_at(self, offset: int) -> float:
         """Share of the document before ``offset``, in percent."""
@@ -62,7 +72,7 @@ def _number_label(number: str) -> str:
     )
 
 
-def story_map(graph_store: GraphStore, doc_id: str) -> Optional[StoryMap]:
+def story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
     """The document's ``StoryMap`` from its indexed chunks (None when it has no spanned chunk)."""
     chunks = [c for c in graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id) if c.span]
     if not chunks:
@@ -71,7 +81,65 @@ def story_map(graph_store: GraphStore, doc_id: str) -> Optional[StoryMap]:
     for chunk in chunks:
         found.update(headings(chunk.text, chunk.span[0]))  # type: ignore[index]
     length = max(c.span[1] for c in chunks)  # type: ignore[index]
-    return StoryMap(length=length, headings=tuple(sorted(found.items())))
+    names = (source_name(_chunk_metadata(c), None) for c in chunks)
+    return StoryMap(
+        length=length,
+        headings=tuple(sorted(found.items())),
+        source=next((name for name in names if name != "document"), None),
+    )
+
+
+def _chunk_metadata(chunk: Any) -> Mapping[str, Any]:
+    stored = chunk.attrs.get(_CHUNK_NODE_ATTR)
+    return (stored.get("metadata") or {}) if isinstance(stored, dict) else {}
+
+
+def source_name(
+    meta: Mapping[str, Any], doc_id: Optional[str], doc_order: Optional[int] = None
+) -> str:
+    """The document's file name or title, else its id, else its place among the documents."""
+    for key in SOURCE_KEYS:
+        if meta.get(key):
+            return str(meta[key]).rsplit("/", 1)[-1] if key == "file_path" else str(meta[key])
+    if doc_id:
+        return str(doc_id)
+    return f"document {doc_order}" if doc_order is not None else "document"
+
+
+class StoryPositions:
+    """Readable positions in the documents of one graph store, each document's map read once
+    (an answer, a server response or a story page describes many positions of few documents)."""
+
+    def __init__(self, graph_store: "GraphStore") -> None:
+        self._graph = graph_store
+        self._maps: dict[str, Optional[StoryMap]] = {}
+
+    def story(self, doc_id: Optional[str]) -> Optional[StoryMap]:
+        """``doc_id``'s ``StoryMap`` (None for an unknown document)."""
+        if not doc_id:
+            return None
+        if doc_id not in self._maps:
+            self._maps[doc_id] = story_map(self._graph, doc_id)
+        return self._maps[doc_id]
+
+    def place(
+        self, doc_id: Optional[str], char_offset: Optional[int]
+    ) -> tuple[Optional[str], Optional[float]]:
+        """(chapter, percent through the document) at ``char_offset``; None where unknown."""
+        story = self.story(doc_id) if char_offset is not None else None
+        if story is None or char_offset is None:
+            return None, None
+        return story.chapter_at(char_offset), story.percent_at(char_offset)
+
+    def describe(
+        self, doc_id: Optional[str], char_offset: Optional[int], source: Optional[str] = None
+    ) -> str:
+        """"peter_rabbit.txt · Chapter 3 · 93% through the story" (``describe_position``);
+        ``source`` names the document, else its chunks' metadata does, else its id."""
+        chapter, percent = self.place(doc_id, char_offset)
+        story = self.story(doc_id)
+        name = source or (story.source if story else None) or source_name({}, doc_id)
+        return describe_position(name, percent, chapter, char_offset)
 
 
 def describe_position(

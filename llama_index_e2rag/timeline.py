@@ -12,7 +12,6 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from llama_index_e2rag.context import format_position
 from llama_index_e2rag.errors import EntityLookupError
 from llama_index_e2rag.extract.event_graph.entities import (
     entity_names,
@@ -22,6 +21,7 @@ from llama_index_e2rag.extract.event_graph.entities import (
 )
 from llama_index_e2rag.extract.linking import name_variants
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.schema import (
     EdgeKind,
     GraphNode,
@@ -30,13 +30,11 @@ from llama_index_e2rag.schema import (
     normalize_text,
     sort_by_position,
 )
+from llama_index_e2rag.story_position import StoryPositions
 
 #: Node kinds an entity ``participates`` in: lifted frames/E²RAG events and LLM graph events.
 _EVENT_KINDS = frozenset({NodeKind.EVENT, NodeKind.GRAPH_EVENT})
 _SUGGESTIONS = 5
-_BUILD_HINT = (
-    "run `e2rag index --event-graph` or pass doc_builders=[EventGraphBuilder()] to build it"
-)
 
 
 @dataclass(frozen=True)
@@ -58,6 +56,7 @@ class TimelineEntry:
     node_id: str
     doc_id: str
     pos: Position
+    #: "peter_rabbit.txt · Chapter 3 · 93% through the story" (``pos`` holds the numbers)
     position: str
     chunk_id: str | None
     text: str
@@ -90,16 +89,17 @@ def entity_timeline(graph: GraphStore, name: str, *, doc_id: str | None = None) 
     if doc_id is not None:
         members = [m for m in members if m.doc_id == doc_id]
     member_ids = {m.id for m in members}
+    positions = StoryPositions(graph)
     entries: dict[str, TimelineEntry] = {}
     for entity in members:
         for edge in graph.edges_of(entity.id, [EdgeKind.INSTANCE_OF], "in"):
             mention = graph.get_node(edge.source)
             if mention is not None and mention.kind == NodeKind.MENTION:
-                entries.setdefault(mention.id, _mention_entry(mention))
+                entries.setdefault(mention.id, _mention_entry(mention, positions))
         for edge in graph.edges_of(entity.id, [EdgeKind.PARTICIPATES], "out"):
             event = graph.get_node(edge.target)
             if event is not None and event.kind in _EVENT_KINDS and event.id not in entries:
-                entries[event.id] = _event_entry(graph, event, member_ids)
+                entries[event.id] = _event_entry(graph, event, member_ids, positions)
     ordered = sorted(entries.values(), key=lambda e: (e.pos, e.node_id))
     return Timeline(entity=_entity(members), entries=tuple(ordered))
 
@@ -136,8 +136,8 @@ def _resolve(graph: GraphStore, name: str, doc_id: str | None) -> list[GraphNode
     entities = fused_entities(graph)
     if not entities:
         raise EntityLookupError(
-            f"no entity named {name!r}: this store was built without the event graph; "
-            + _BUILD_HINT
+            f"no entity named {name!r}: "
+            + layer_missing_python("event_graph", "a character's timeline")
         )
     for matches in (_exact, _partial):
         components: dict[frozenset[str], tuple[list[GraphNode], list[GraphNode]]] = {}
@@ -202,7 +202,7 @@ def _entity(members: list[GraphNode]) -> TimelineEntity:
     )
 
 
-def _mention_entry(mention: GraphNode) -> TimelineEntry:
+def _mention_entry(mention: GraphNode, positions: StoryPositions) -> TimelineEntry:
     """A mention reads as its description, else its sentence, else its own text."""
     attrs = mention.attrs
     text = attrs.get("description") or attrs.get("sentence_text") or mention.text
@@ -211,13 +211,15 @@ def _mention_entry(mention: GraphNode) -> TimelineEntry:
         node_id=mention.id,
         doc_id=mention.doc_id,
         pos=mention.pos,
-        position=format_position(mention.pos),
+        position=positions.describe(mention.doc_id, mention.pos[1]),
         chunk_id=mention.chunk_id,
         text=str(text),
     )
 
 
-def _event_entry(graph: GraphStore, event: GraphNode, member_ids: set[str]) -> TimelineEntry:
+def _event_entry(
+    graph: GraphStore, event: GraphNode, member_ids: set[str], positions: StoryPositions
+) -> TimelineEntry:
     """An event with its date and the other fused entities taking part (who else is there)."""
     sources = graph.get_nodes(
         e.source for e in graph.edges_of(event.id, [EdgeKind.PARTICIPATES], "in")
@@ -231,7 +233,7 @@ def _event_entry(graph: GraphStore, event: GraphNode, member_ids: set[str]) -> T
         node_id=event.id,
         doc_id=event.doc_id,
         pos=event.pos,
-        position=format_position(event.pos),
+        position=positions.describe(event.doc_id, event.pos[1]),
         chunk_id=event.chunk_id,
         text=event.text,
         date=str(date) if date else None,

@@ -79,7 +79,8 @@ def test_index_show_query_round_trip(
     assert answer.strip() == ANSWER
     lines = evidence.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("[1] ")
-    assert "one.txt (document 0, character" in lines[0] and "troll fight" in lines[0]
+    assert lines[0].startswith("[1] [one.txt · ") and "% through the story] score " in lines[0]
+    assert "troll fight" in lines[0]
     assert sum(models.calls_by_kind.values()) == calls_before + 2  # cues + answer
 
     # indexing the same folder again reuses the LLM cache and replaces the documents
@@ -206,7 +207,8 @@ def test_chrono_store_counts_layers_apart_prints_positions_and_keeps_building(
 
     assert main(["query", "Who lit the lamp?", "--store", str(store), "--mode", "chrono"]) == 0
     evidence = capsys.readouterr().out.split("\nEvidence:\n")[1].strip().splitlines()
-    assert evidence and all("(document 0, character " in line for line in evidence)
+    assert evidence and all(re.match(r"\[\d+\] \[\S+\.txt · \d+% through the story\] score ", line)
+                            for line in evidence)
     assert "None" not in "\n".join(evidence)
 
     # a later run without --chrono still builds the layers of the new document
@@ -274,13 +276,14 @@ def test_sentence_graph_index_show_and_query_print_positions_and_relation_paths(
     results = [line for line in lines if line.startswith("[")]
     assert results and len(lines) == 3 * len(results)  # each: result, path, explanation
     for result, path, why in zip(lines[::3], lines[1::3], lines[2::3]):
-        assert re.match(r"\[\d+\] \S+ \(document \d, character \d+; score ", result)
+        assert re.match(r"\[\d+\] \[\S+\.txt · \d+% through the story\] score ", result)
         assert re.match(r"    path: (anchor|match) \[", path)
         assert why.startswith("    sentence graph: ")
     (drummer,) = [i for i, line in enumerate(lines) if line.endswith(DRUMMER)]
     band = str((offline / "band.txt").resolve())
-    assert lines[drummer].startswith(f"[{drummer // 3 + 1}] {band} (document 0, character "
-                                     f"{BAND.index(DRUMMER)}; ")
+    share = 100 * BAND.index(DRUMMER) / len(BAND)
+    assert lines[drummer].startswith(f"[{drummer // 3 + 1}] [band.txt · {share:.0f}% through the "
+                                     "story] score ")
     # the song's sentence is the anchor; the drummer's is reached across the shared band
     assert "-> bridge:shared_entity(mentions Lanternfield) -> [" in lines[drummer + 1]
     assert "hop 1 along a bridge edge" in lines[drummer + 2]
@@ -303,19 +306,22 @@ def test_event_graph_index_timeline_and_query(
     assert main(query) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"e2rag: error: {store} has no event graph ")
-    assert err.rstrip().endswith(f"e2rag index FILES --store {store} --event-graph")
+    assert err.rstrip().endswith(f"e2rag index --store {store} --event-graph")
 
     assert main(["index", str(offline), "--store", str(store), "--event-graph", "--quiet"]) == 0
     assert re.search(r", \d+ entity\b", capsys.readouterr().out)
     assert main(["timeline", "Lanternfield", "--store", str(store)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("Lanternfield")
-    positions = [re.match(r"\s*document (\d+), character (\d+)", line) for line in out[2:]]
-    found = [(int(m.group(1)), int(m.group(2))) for m in positions if m]
-    assert len(found) == len(out) - 2 and found == sorted(found)
-    assert len({doc for doc, _ in found}) == 2  # the song and the band
+    # each entry says where it is as the CLI's answers do: file and share of it
+    places = [re.match(r"(\w+\.txt) · (\d+)% through the story +(mention|event) ", line)
+              for line in out[2:]]
+    assert all(places) and {m.group(1) for m in places} == {"song.txt", "band.txt"}
     assert main(["timeline", "Lanternfield", "--store", str(store), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["entries"]
+    entries = json.loads(capsys.readouterr().out)["entries"]
+    found = [tuple(entry["pos"][:2]) for entry in entries]
+    assert len(found) == len(out) - 2 and found == sorted(found)  # in story order
+    assert [Path(e["doc_id"]).name for e in entries] == [m.group(1) for m in places]
     assert main(["timeline", "Nobody", "--store", str(store)]) == 1
     assert capsys.readouterr().err.count("\n") == 1
 
@@ -342,7 +348,7 @@ def test_sentence_graph_added_to_a_store_keeps_its_builders(
     err = capsys.readouterr().err
     assert err.startswith(f"e2rag: error: {store} has no sentence graph ")
     assert err.count("\n") == 1
-    assert err.rstrip().endswith(f"e2rag index FILES --store {store} --sentence-graph")
+    assert err.rstrip().endswith(f"e2rag index --store {store} --sentence-graph")
 
     assert main(["index", str(band), "--store", str(store), "--sentence-graph", "--quiet"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
@@ -381,7 +387,7 @@ def test_query_prints_positions_in_every_mode(
     question = "What did Hermione do after the troll fight?"
     assert main(["query", question, "--store", str(store), "--mode", mode]) == 0
     evidence = capsys.readouterr().out.split("\nEvidence:\n")[1].strip().splitlines()
-    assert evidence and all(", character " in line for line in evidence)
+    assert evidence and all(" through the story] score " in line for line in evidence)
     assert "None" not in "\n".join(evidence)
 
 

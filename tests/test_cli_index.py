@@ -173,7 +173,7 @@ def test_a_missing_layer_names_the_index_command_that_adds_it(
     assert main([*argv, "--store", str(plain_store)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and not PYTHON_ADVICE.search(err)
-    assert err.rstrip().endswith(f"e2rag index FILES --store {plain_store} {flag}")
+    assert err.rstrip().endswith(f"e2rag index --store {plain_store} {flag}")
 
 
 def test_hyde_without_an_llm_says_how_to_configure_one_from_a_shell(

@@ -22,13 +22,15 @@ from test_index import NAMES, SEQUEL, STORY
 from llama_index_e2rag.cli import main
 
 QUESTION = "What did Hermione do after the troll fight?"
+HEADING = "CHAPTER ONE"
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two stories indexed with the scripted LLM; queried with no LLM (extractive answers)."""
+    """Two stories indexed with the scripted LLM; queried with no LLM (extractive answers).
+    The first has a chapter heading, which positions name."""
     folder = tmp_path_factory.mktemp("serve")
-    (folder / "one.txt").write_text(STORY, encoding="utf-8")
+    (folder / "one.txt").write_text(f"{HEADING}\n\n{STORY}", encoding="utf-8")
     (folder / "two.txt").write_text(SEQUEL, encoding="utf-8")
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("OPENAI_API_KEY", raising=False)
@@ -70,20 +72,40 @@ def test_query_answers_with_sources_in_story_positions(client, store: Path) -> N
     )
     for source in body["sources"]:
         assert Path(source["doc_id"]).name == source["file_name"]
-        assert len(source["position"]) == 3 and source["where"].startswith("document ")
         assert source["text"] and source["explain"].startswith("signals: ")
+        _assert_readable_position(source)
     assert sum(len(s["text"].split()) for s in body["sources"]) <= 60
 
     retrieved = client.post("/retrieve", json={"query": QUESTION, "mode": "vector",
                                                "top_k": 2}).json()
     assert retrieved["mode"] == "vector" and len(retrieved["sources"]) == 2
+    for source in retrieved["sources"]:
+        _assert_readable_position(source)
+    mirror = client.post("/retrieve", json={"query": "What did Harry see in the mirror?",
+                                            "top_k": 2}).json()["sources"]
+    assert "two.txt" in {s["file_name"] for s in mirror}  # a document without chapters too
+    for source in mirror:
+        _assert_readable_position(source)
+
+
+def _assert_readable_position(source: dict) -> None:
+    """``where`` says the position as the CLI's answer does (file, chapter, share of the
+    story); the numbers an API client computes with stay beside it."""
+    doc_order, offset, _ = source["position"]
+    assert source["char_offset"] == offset and 0 <= source["percent"] <= 100
+    story = Path(source["doc_id"]).read_text(encoding="utf-8")
+    assert source["percent"] == pytest.approx(100 * offset / len(story), abs=1.0)
+    chapter = "Chapter One" if source["file_name"] == "one.txt" else None
+    assert source["chapter"] == chapter
+    parts = [source["file_name"], chapter, f"{source['percent']:.0f}% through the story"]
+    assert source["where"] == " · ".join(p for p in parts if p)
 
 
 def test_bad_requests_get_one_line_advice_in_cli_terms(client, store: Path) -> None:
     missing = client.post("/query", json={"query": QUESTION, "mode": "chrono"})
     assert missing.status_code == 400
     detail = missing.json()["detail"]
-    assert detail.endswith(f"e2rag index FILES --store {store} --chrono") and "\n" not in detail
+    assert detail.endswith(f"e2rag index --store {store} --chrono") and "\n" not in detail
     assert client.post("/query", json={"query": "  "}).status_code == 400
     assert client.post("/query", json={"query": QUESTION, "top_k": 0}).status_code == 422
     hyde = client.post("/query", json={"query": QUESTION, "hyde": "comb_extraction"})

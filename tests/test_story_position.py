@@ -6,7 +6,14 @@ import re
 
 from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.schema import GraphNode, NodeKind
-from llama_index_e2rag.story_position import StoryMap, describe_position, headings, story_map
+from llama_index_e2rag.story_position import (
+    StoryMap,
+    StoryPositions,
+    describe_position,
+    headings,
+    source_name,
+    story_map,
+)
 
 BOOK = (
     "THE GARDEN\n\nCHAPTER I.\n\nPeter lived with his mother under a fir tree.\n\n"
@@ -67,3 +74,38 @@ def test_a_share_of_the_story_is_never_shown_bare():
     # Without a share the character offset is the position; without either, the document only.
     assert describe_position("novel.txt", None, None, 12345) == "novel.txt · character 12,345"
     assert describe_position("novel.txt") == "novel.txt"
+
+
+def test_story_positions_name_the_document_its_chapter_and_share():
+    """One implementation for every reader of positions: the document's name from its chunks'
+    metadata (or the name the caller has), the chapter before the offset, the share."""
+    cut = BOOK.index("Chapter 2")
+    graph = NetworkXGraphStore()
+    graph.upsert_nodes(
+        [
+            GraphNode(id=f"c{i}", kind=NodeKind.CHUNK, text=BOOK[a:b], doc_id="/books/garden.txt",
+                      pos=(0, a, 0), span=(a, b),
+                      attrs={"node": {"metadata": {"file_name": "garden.txt"}}})
+            for i, (a, b) in enumerate([(0, cut), (cut, len(BOOK))])
+        ]
+    )
+    positions = StoryPositions(graph)
+    offset = BOOK.index("gooseberry")
+    percent = 100 * offset / len(BOOK)
+    assert positions.place("/books/garden.txt", offset) == ("Chapter 2", percent)
+    assert positions.describe("/books/garden.txt", offset) == (
+        f"garden.txt · Chapter 2 · {percent:.0f}% through the story"
+    )
+    assert positions.describe("/books/garden.txt", offset, "The Garden").startswith(
+        "The Garden · Chapter 2 · "
+    )
+    # a document the graph does not hold: its id and the offset, the only position there is
+    assert positions.place("elsewhere", 7) == (None, None)
+    assert positions.describe("elsewhere", 1234) == "elsewhere · character 1,234"
+
+
+def test_source_name_prefers_the_file_name_then_the_id_then_the_order():
+    assert source_name({"file_path": "/a/b/c.txt"}, "id") == "c.txt"
+    assert source_name({"file_name": "x.txt", "title": "X"}, "id") == "x.txt"
+    assert source_name({}, "id") == "id"
+    assert source_name({}, None, 2) == "document 2"

@@ -179,7 +179,23 @@ def test_entries_are_in_story_order_and_cover_exactly_the_entitys_mentions_and_e
 def test_entries_carry_the_position_label_and_chunk_of_their_node() -> None:
     entry = entity_timeline(_store(), "Hermione").entries[0]
     assert (entry.node_id, entry.doc_id, entry.chunk_id) == ("m-h1", "a", "a-c0")
-    assert entry.position == "document 0, character 40"
+    # without indexed chunks the story's length is unknown: the offset is the position
+    assert entry.position == "a · character 40"
+
+
+def test_entries_say_their_place_as_the_cli_does_when_the_chunks_are_indexed() -> None:
+    """The document's file name, its chapter and the share of it, from its chunks (the way the
+    extractive answer says positions: ``story_position``)."""
+    store = _store()
+    text = "CHAPTER I.\n" + "x" * 388
+    store.upsert_nodes([
+        GraphNode(id="a-c0", kind=NodeKind.CHUNK, text=text, doc_id="a", pos=(0, 0, 0),
+                  span=(0, 400), attrs={"node": {"metadata": {"file_name": "stone.txt"}}})
+    ])
+    entries = {e.node_id: e for e in entity_timeline(store, "Hermione").entries}
+    assert entries["m-h1"].position == "stone.txt · Chapter I · 10% through the story"
+    assert entries["m-h3"].position == "stone.txt · Chapter I · 75% through the story"
+    assert entries["m-h1"].pos[1] == 40  # the numbers stay for programs
 
 
 def test_a_mention_reads_as_its_description_else_its_sentence_else_its_text() -> None:
@@ -271,7 +287,7 @@ def test_format_timeline_has_a_header_and_one_line_per_entry() -> None:
     assert header == "Hermione Granger (person); also Miss Granger, Hermione"
     assert counts == "4 mentions, 3 events in 2 document(s): a, b"
     assert len(lines) == len(timeline.entries)
-    first = r"document 0, character 40 +mention +Miss Granger raised her hand again\."
+    first = r"a · character 40 +mention +Miss Granger raised her hand again\."
     assert re.fullmatch(first, lines[0])
     assert lines[-1].endswith("event    Troll attack: a troll corners Hermione (date: 1991-10-31)")
 

@@ -29,6 +29,7 @@ from llama_index_e2rag.visualize import (
     write_page,
 )
 from llama_index_e2rag.visualize import data as view_data
+from llama_index_e2rag.visualize.render import render_page
 from llama_index_e2rag.visualize.layout import bin_counts, stack_rows, stack_spans, story_axis
 
 INJECTION = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">\'"&'
@@ -174,6 +175,31 @@ def test_the_subgraph_is_the_passages_graph_nodes_and_their_edges() -> None:
     }
     assert {m.lane for m in page.marks if m.kind == "event"} == {"event"}
     assert not page.notes
+
+
+def test_positions_read_as_the_cli_says_them() -> None:
+    """Passages, subgraph marks and timeline entries say file, chapter and share of the story
+    (``story_position``, as ``e2rag query``'s answer does), not "document 0, character N"."""
+    graph = _story()
+    for start, heading in ((0, "CHAPTER I."), (100, "CHAPTER II.")):
+        chunk = _chunk("first", 0, start)
+        text = heading + "\n" + "x" * (99 - len(heading))
+        meta = {"node": {"metadata": {"file_name": "first.txt"}}}
+        graph.upsert_nodes([chunk.model_copy(update={"text": text, "attrs": meta})])
+    evidence = [_evidence(1, "first-c1", (0, 150, 0), (150, 200)),
+                _evidence(2, "second-c0", (1, 30, 0), (30, 60), source="Second Story")]
+    page = collect_page(graph, query="Where did Anna go?", evidence=evidence, entity="Anna")
+    assert [e.position for e in page.evidence] == [
+        "first.txt · Chapter II · 75% through the story",
+        "Second Story · 30% through the story",  # the caller's name; no heading there
+    ]
+    marks = {m.node_id: m.position for m in page.marks + page.timeline.marks}
+    assert marks["m-anna1"] == "first.txt · Chapter I · 5% through the story"
+    assert marks["e-leave"] == "first.txt · Chapter II · 75% through the story"
+    assert marks["m-anna3"] == "second · 30% through the story"  # no file name: the doc id
+    html = render_page(page)
+    assert "first.txt · Chapter II · 75% through the story" in html
+    assert not re.search(r"document \d+, character \d+", html)
 
 
 def test_mentions_of_a_frequent_name_get_their_own_lane() -> None:

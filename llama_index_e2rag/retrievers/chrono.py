@@ -30,6 +30,7 @@ from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, forma
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.extract.chrono import TOKEN_EPSILON, TokenCounter, approx_token_count
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, Position, normalize_text
 from llama_index_e2rag.state_cache import StateCache
@@ -128,11 +129,7 @@ class ChronoRetriever(StoresRetriever):
         if children_per_fact < 0:
             raise ValueError(f"children_per_fact must be 0 or more, got {children_per_fact}")
         if not _TIMELINES.get(stores) and not has_chrono_layer(stores.graph):
-            raise ChronoLayerMissingError(
-                "this index has no ChronoRAG layers; build it with "
-                "E2RAGIndex.from_documents(docs, doc_builders=[ChronoLayerBuilder()]) "
-                "(from llama_index_e2rag import ChronoLayerBuilder) to use mode='chrono'"
-            )
+            raise ChronoLayerMissingError(layer_missing_python("chrono", "mode='chrono'"))
         self._stores = stores
         self._set_filters(filters)
         self._embed_model = embed_model

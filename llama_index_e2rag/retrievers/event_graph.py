@@ -39,6 +39,7 @@ from llama_index_e2rag.extract.event_graph.prompts import (
     parse_decomposition,
 )
 from llama_index_e2rag.llm import run_sync
+from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.ranking.event_graph import (
     Aligned,
     EventGraphView,
@@ -208,12 +209,7 @@ class EventGraphRetriever(StoresRetriever):
                 "to decompose the question without one"
             )
         if not _VIEW.get(stores).entities:
-            raise EventGraphMissingError(
-                "this index has no event graph (no entity nodes); build it with "
-                "E2RAGIndex.from_documents(docs, doc_builders=[EventGraphBuilder()]) "
-                "(from llama_index_e2rag import EventGraphBuilder), or `e2rag index "
-                "--event-graph` on the command line, to use mode='event_graph'"
-            )
+            raise EventGraphMissingError(layer_missing_python("event_graph", "mode='event_graph'"))
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._stores = stores
         self._set_filters(filters)

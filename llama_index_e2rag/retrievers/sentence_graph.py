@@ -42,6 +42,7 @@ from llama_index_e2rag.errors import (
     MissingModelError,
 )
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.lexical import LexicalIndex
 from llama_index_e2rag.llm import run_sync
 from llama_index_e2rag.ranking.sentence_graph import (
@@ -225,9 +226,7 @@ class SentenceGraphRetriever(StoresRetriever):
             )
         if not _VIEW.get(stores).nodes and not has_sentence_graph(stores.graph):
             raise SentenceGraphMissingError(
-                "this index has no sentence graph; build it with "
-                "E2RAGIndex.from_documents(docs, doc_builders=[SentenceGraphBuilder()]) "
-                "(from llama_index_e2rag import SentenceGraphBuilder) to use mode='sentence_graph'"
+                layer_missing_python("sentence_graph", "mode='sentence_graph'")
             )
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._stores = stores

@@ -19,6 +19,7 @@ from llama_index_e2rag.errors import EntityLookupError
 from llama_index_e2rag.extract.linking import name_variants
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, Position, normalize_text
+from llama_index_e2rag.story_position import StoryPositions
 from llama_index_e2rag.visualize.layout import StoryAxis, bin_counts, story_axis
 
 #: Graph nodes drawn for one query, edges among them, entries of a timeline, main characters'
@@ -60,9 +61,14 @@ class Evidence:
     span: Optional[tuple[int, int]] = None
     source: Optional[str] = None
     graph_node_ids: tuple[str, ...] = ()
+    #: The position as the CLI says it ("peter_rabbit.txt · 29% through the story"), set by
+    #: ``collect_page`` from the graph.
+    where: Optional[str] = None
 
     @property
     def position(self) -> str:
+        if self.where is not None:
+            return self.where
         return format_position(self.pos) if self.pos is not None else "position unknown"
 
 
@@ -79,10 +85,12 @@ class Mark:
     label: str
     text: str
     ranks: tuple[int, ...] = ()
+    #: The position as the CLI says it (``StoryPositions.describe``).
+    where: Optional[str] = None
 
     @property
     def position(self) -> str:
-        return format_position(self.pos)
+        return self.where if self.where is not None else format_position(self.pos)
 
 
 @dataclass(frozen=True)
@@ -175,12 +183,13 @@ def collect_page(
     """The page's data: always the overview; the query's subgraph and evidence when a query was
     asked; ``entity``'s timeline when named (``EntityLookupError`` when nothing matches)."""
     axis = _axis(graph)
+    positions = StoryPositions(graph)
     page = StoryPage(axis=axis, overview=_overview(graph, axis), query=query, mode=mode)
     if query is not None:
-        page.evidence = tuple(_clip_evidence(e) for e in evidence)
-        page.marks, page.links = _subgraph(graph, axis, evidence, page.notes)
+        page.evidence = tuple(_clip_evidence(e, positions) for e in evidence)
+        page.marks, page.links = _subgraph(graph, axis, evidence, page.notes, positions)
     if entity is not None:
-        page.timeline = _timeline(graph, axis, entity)
+        page.timeline = _timeline(graph, axis, entity, positions)
         if page.timeline.total > len(page.timeline.marks):
             page.notes.append(
                 f"timeline: showing the first {len(page.timeline.marks)} of "
@@ -291,8 +300,14 @@ def _around(sentence: str, name: str, limit: int = MAX_TITLE_CHARS) -> str:
     return ("\u2026" if start else "") + text + ("\u2026" if start + limit < len(sentence) else "")
 
 
-def _clip_evidence(evidence: Evidence) -> Evidence:
-    return replace(evidence, text=_clip(evidence.text, MAX_PASSAGE_CHARS))
+def _clip_evidence(evidence: Evidence, positions: StoryPositions) -> Evidence:
+    """The passage clipped to the page's size, its position said as the CLI says it."""
+    where = (
+        positions.describe(evidence.doc_id, evidence.pos[1], evidence.source)
+        if evidence.pos is not None
+        else f"{evidence.source or evidence.doc_id} · position unknown"
+    )
+    return replace(evidence, text=_clip(evidence.text, MAX_PASSAGE_CHARS), where=where)
 
 
 def _grounded_nodes(
@@ -316,7 +331,11 @@ def _grounded_nodes(
 
 
 def _subgraph(
-    graph: GraphStore, axis: StoryAxis, evidence: Sequence[Evidence], notes: list[str]
+    graph: GraphStore,
+    axis: StoryAxis,
+    evidence: Sequence[Evidence],
+    notes: list[str],
+    positions: StoryPositions,
 ) -> tuple[tuple[Mark, ...], tuple[Link, ...]]:
     """The retrieved passages' graph nodes (best-ranked passages first when cut) as marks, and
     the edges among them."""
@@ -346,6 +365,7 @@ def _subgraph(
             label=_clip(n.name or n.text, 40),
             text=_clip(_node_text(n), MAX_TITLE_CHARS),
             ranks=tuple(dict.fromkeys(ranks[n.id])),
+            where=positions.describe(n.doc_id, n.pos[1]),
         )
         for n in sorted(kept, key=lambda n: (n.pos, n.id))
     )
@@ -391,7 +411,9 @@ def _lanes(nodes: Sequence[GraphNode]) -> dict[str, str]:
     return lanes
 
 
-def _timeline(graph: GraphStore, axis: StoryAxis, name: str) -> TimelineView:
+def _timeline(
+    graph: GraphStore, axis: StoryAxis, name: str, positions: StoryPositions
+) -> TimelineView:
     """``entity_timeline`` when the store has the event graph's fused entities; otherwise the
     mentions carrying the name, in story order."""
     from llama_index_e2rag.extract.event_graph.entities import fused_entities
@@ -409,6 +431,7 @@ def _timeline(graph: GraphStore, axis: StoryAxis, name: str) -> TimelineView:
                 label=_clip(entry.text, 40),
                 text=_clip(entry.text, MAX_TITLE_CHARS)
                 + (f" [with {', '.join(entry.participants)}]" if entry.participants else ""),
+                where=entry.position,
             )
             for entry in found.entries
         ]
@@ -431,6 +454,7 @@ def _timeline(graph: GraphStore, axis: StoryAxis, name: str) -> TimelineView:
             pos=m.pos,
             label=_clip(_mention_name(m), 40),
             text=_around(str(m.attrs.get("sentence_text") or _node_text(m)), _mention_name(m)),
+            where=positions.describe(m.doc_id, m.pos[1]),
         )
         for m in sorted(hits, key=lambda m: (m.pos, m.id))
     ]

@@ -94,12 +94,8 @@ def _px(x: float) -> float:
     return round(LEFT + x * PLOT, 1)
 
 
-def _share(x: float) -> str:
-    return f"{x * 100:.0f}% through the story"
-
-
 def _title(mark: Mark) -> str:
-    return f"{mark.kind} \u00b7 {mark.position} \u00b7 {_share(mark.x)}\n{mark.text}"
+    return f"{mark.kind} \u00b7 {mark.position}\n{mark.text}"
 
 
 def render_page(page: StoryPage) -> str:
@@ -294,7 +290,7 @@ def _passage_bars(spans: list[tuple[Evidence, float, float, int]], y: float) -> 
     parts = []
     for item, x, w, row in spans:
         top = y + 2 + row * (ROW + 2)
-        where = f"passage {item.rank} \u00b7 {item.position} \u00b7 {_share(x)}"
+        where = f"passage {item.rank} \u00b7 {item.position}"
         parts.append(
             f'<g class="passage" data-rank="{item.rank}" data-id="{_e(item.node_id)}" '
             f'data-pos="{pos_key(item.pos or ())}"><rect x="{_px(x)}" y="{top}" '
@@ -336,11 +332,10 @@ def _evidence_section(evidence: Iterable[Evidence]) -> str:
     items = []
     for item in evidence:
         score = f" \u00b7 score {item.score:.3f}" if item.score is not None else ""
-        source = f"{item.source} \u00b7 " if item.source else f"{item.doc_id} \u00b7 "
         pos = f' data-pos="{pos_key(item.pos)}"' if item.pos else ""
         items.append(
             f'<li data-rank="{item.rank}" data-doc="{_e(item.doc_id)}"{pos}>'
-            f'<div class="where">{_e(source + item.position)}{_e(score)}</div>'
+            f'<div class="where">{_e(item.position)}{_e(score)}</div>'
             f'<p class="text">{_e(item.text)}</p></li>'
         )
     listed = "".join(items) or "<li>No passage retrieved.</li>"
@@ -358,8 +353,8 @@ def _timeline_section(page: StoryPage) -> str:
     parts += lanes + [_mark_svg(m, centres[m.node_id]) for m in timeline.marks]
     entries = "".join(
         f'<li data-id="{_e(m.node_id)}" data-kind="{_e(m.kind)}" data-pos="{pos_key(m.pos)}">'
-        f'<span class="kind">{_e(m.kind)}</span> <span class="where">{_e(m.position)} \u00b7 '
-        f"{_e(_share(m.x))}</span><br>{_e(m.text)}</li>"
+        f'<span class="kind">{_e(m.kind)}</span> <span class="where">{_e(m.position)}</span>'
+        f"<br>{_e(m.text)}</li>"
         for m in timeline.marks
     )
     return (

@@ -303,8 +303,8 @@ def test_an_index_without_entities_names_the_fix() -> None:
     index = make_index(entities=False, graph_events=False)
     with pytest.raises(EventGraphMissingError) as error:
         EventGraphRetriever(index.stores, HashEmbedding())
-    assert "doc_builders=[EventGraphBuilder()]" in str(error.value)
-    assert "e2rag index --event-graph" in str(error.value)
+    assert "index.add_layers([EventGraphBuilder()])" in str(error.value)  # no rebuild
+    assert "e2rag index --store DIR --event-graph" in str(error.value)
     assert isinstance(error.value, ValueError)
 
 
