@@ -21,6 +21,7 @@ from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
 from llama_index_e2rag.checksums import Checksums
+from llama_index_e2rag.ownership import claim
 
 
 def _local(fs: Any) -> bool:
@@ -28,8 +29,10 @@ def _local(fs: Any) -> bool:
 
 
 def write_checked(persist_path: str, text: str) -> None:
-    """Write one file of a persist directory atomically and register its checksum."""
+    """Write one file of a persist directory atomically and register its checksum (a folder
+    that is not ours is refused first: ``ownership.claim``)."""
     path = Path(persist_path)
+    claim(path.parent)
     Checksums(path.parent).write(path.name, text.encode("utf-8"))
 
 
