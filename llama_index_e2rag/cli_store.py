@@ -6,7 +6,7 @@ import codecs
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from llama_index_e2rag.errors import BadDocumentError, E2RAGError
+from llama_index_e2rag.errors import BadDocumentError
 
 if TYPE_CHECKING:
     from llama_index.core import Document

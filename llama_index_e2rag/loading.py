@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_e2rag.checksums import E2RAG_DIR
-from llama_index_e2rag.errors import E2RAGError, StoreDamagedError
+from llama_index_e2rag.errors import E2RAGError, ForeignFolderError, StoreDamagedError
 from llama_index_e2rag.store_check import check_files
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def is_legacy(persist_dir: Path) -> bool:
 
 def no_store(folder: Path, fix: str) -> E2RAGError:
     """Why ``folder`` cannot be loaded, in one line (``fix``: how to make a store there)."""
-    from llama_index_e2rag.ownership import ForeignFolderError, Kind, inspect
+    from llama_index_e2rag.ownership import Kind, inspect
 
     found = inspect(folder)
     if found.kind is Kind.UNFINISHED:

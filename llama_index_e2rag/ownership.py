@@ -1,10 +1,10 @@
 """Which folders are ours to write: the one rule every save, load and ``e2rag`` command applies,
 so that nothing a user owns is ever deleted, moved or overwritten.
 
-A folder is ours when it holds one of our stores (the manifest in ``e2rag/``, our pointer in
-``graph_store.json``, or 0.1.0's layout) or our marker ``e2rag/owner.json``, which a save into
-a folder that is not yet ours writes before anything else: a save killed at any moment leaves
-nothing of ours, or a folder recognisably ours. A missing or empty folder is made ours; any
+A folder is ours when it holds one of our stores (the manifest in ``e2rag/`` or its checksum
+entry, our pointer in ``graph_store.json``, or 0.1.0's layout) or our marker
+``e2rag/owner.json``, which a save into a folder that is not yet ours writes before anything
+else: a save killed at any moment leaves nothing of ours, or a folder recognisably ours. A missing or empty folder is made ours; any
 other folder is refused, even one holding llama-index's file names (a ``VectorStoreIndex``
 persisted there, a stray ``e2rag/`` folder): those files are someone else's.
 """
@@ -14,11 +14,11 @@ from __future__ import annotations
 import enum
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from llama_index_e2rag.checksums import E2RAG_DIR
-from llama_index_e2rag.errors import E2RAGError
+from llama_index_e2rag.checksums import CHECKSUMS_FILE, E2RAG_DIR
+from llama_index_e2rag.errors import ForeignFolderError
 
 #: Written first into a folder that becomes ours (inside ``e2rag/``).
 MARKER_FILE = "owner.json"
@@ -32,8 +32,6 @@ STORE_FORMAT = "llama-index-e2rag/store"
 #: Subject of the pointer triple in ``graph_store.json`` (a ``SimpleGraphStore`` file).
 POINTER = "__llama_index_e2rag__"
 POINTER_FILE = "graph_store.json"
-#: The graph of a store (``graph.sqlite_store.GRAPH_FILE``; named here to keep imports light).
-GRAPH_FILE = "graph.sqlite"
 #: How many foreign names a refusal lists.
 SHOWN = 3
 
@@ -41,9 +39,9 @@ SHOWN = 3
 class Kind(enum.Enum):
     MISSING = "missing"
     EMPTY = "empty"
-    #: one of our stores (complete, or damaged: ``e2rag repair`` deals with it)
+    #: one of our stores: a save finished once (since damaged, maybe: ``e2rag repair``)
     STORE = "store"
-    #: ours, but no save finished yet (a first save was killed): written over by the next one
+    #: ours, but no save finished its stores yet (a first save was killed): written over
     UNFINISHED = "unfinished"
     #: not a folder, or a folder holding files that are not ours
     FOREIGN = "foreign"
@@ -55,7 +53,6 @@ class Folder:
     kind: Kind
     #: for FOREIGN: why, in words (the names found, or "is a file")
     why: str = ""
-    entries: list[str] = field(default_factory=list)
 
 
 def inspect(folder: Path) -> Folder:
@@ -71,16 +68,15 @@ def inspect(folder: Path) -> Folder:
     entries = sorted(os.listdir(folder))
     ours = folder / E2RAG_DIR
     if not entries or (entries == [E2RAG_DIR] and ours.is_dir() and not any(ours.iterdir())):
-        return Folder(folder, Kind.EMPTY, entries=entries)  # (a save killed before its marker)
-    if _has_manifest(folder) or _has_pointer(folder) or _is_legacy(folder):
-        return Folder(folder, Kind.STORE, entries=entries)
+        return Folder(folder, Kind.EMPTY)  # (a save killed before its marker)
+    if _saved(folder) or _is_legacy(folder):
+        return Folder(folder, Kind.STORE)
     if has_marker(folder):
-        kind = Kind.STORE if (ours / GRAPH_FILE).exists() else Kind.UNFINISHED
-        return Folder(folder, kind, entries=entries)
+        return Folder(folder, Kind.UNFINISHED)
     shown = [f"{name}/" if (folder / name).is_dir() else name for name in entries[:SHOWN]]
     more = f" and {len(entries) - SHOWN} more" if len(entries) > SHOWN else ""
     return Folder(folder, Kind.FOREIGN, f"holds files that are not an e2rag store "
-                  f"({', '.join(shown)}{more})", entries)
+                  f"({', '.join(shown)}{more})")
 
 
 def has_marker(folder: Path) -> bool:
@@ -99,9 +95,17 @@ def _read_json(path: Path) -> object:
         return None
 
 
-def _has_manifest(folder: Path) -> bool:
+def _saved(folder: Path) -> bool:
+    """A save of ours finished its stores once: the manifest it writes last, or its entry in
+    the checksums registry (made before the file), or the pointer written after it (any one of
+    them may be what damage left)."""
     data = _read_json(folder / E2RAG_DIR / MANIFEST_FILE)
-    return isinstance(data, dict) and data.get("format") == STORE_FORMAT
+    if isinstance(data, dict) and data.get("format") == STORE_FORMAT:
+        return True
+    sums = _read_json(folder / E2RAG_DIR / CHECKSUMS_FILE)
+    if isinstance(sums, dict) and f"{E2RAG_DIR}/{MANIFEST_FILE}" in (sums.get("files") or {}):
+        return True
+    return _has_pointer(folder)
 
 
 def _has_pointer(folder: Path) -> bool:
@@ -117,10 +121,6 @@ def _is_legacy(folder: Path) -> bool:
     from llama_index_e2rag.loading import is_legacy
 
     return is_legacy(folder)
-
-
-class ForeignFolderError(E2RAGError):
-    """A folder holds files that are not ours (or is not a folder): we write nothing there."""
 
 
 def refusal(found: Folder, label: str) -> ForeignFolderError:

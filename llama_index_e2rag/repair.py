@@ -39,13 +39,13 @@ def repair_store(
     ``embed_model`` re-embeds (default: as everywhere, ending at the offline MiniLM);
     ``index_kwargs`` (e.g. ``llm=``) go to the index when documents must be extracted again.
     """
-    from llama_index_e2rag.ownership import Kind, inspect, refusal
+    from llama_index_e2rag.loading import no_store
+    from llama_index_e2rag.ownership import Kind, inspect
 
     persist_dir = Path(persist_dir)
-    found = inspect(persist_dir)
-    if found.kind is Kind.FOREIGN:
-        raise refusal(found, "store")  # repair writes only into our own stores
-    if found.kind is not Kind.STORE or not (persist_dir / E2RAG_DIR).is_dir():
+    if inspect(persist_dir).kind is not Kind.STORE:  # repair writes only into our own stores
+        raise no_store(persist_dir, "nothing to repair")
+    if not (persist_dir / E2RAG_DIR).is_dir():
         raise E2RAGError(f"{persist_dir} holds no e2rag store (no {E2RAG_DIR}/ folder)")
     report = RepairReport(before=full_check(persist_dir))
     if not report.before.graph_usable:
