@@ -38,7 +38,7 @@ from llama_index_e2rag.checksums import E2RAG_DIR, Checksums, file_sum
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError, VectorStoreError
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.files import swap_folder
-from llama_index_e2rag.llama_files import make_atomic, write_checked
+from llama_index_e2rag.llama_files import check_local, make_atomic, write_checked
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 from llama_index_e2rag.lexical import LexicalIndex
 from llama_index_e2rag.locks import StoreLocks
@@ -86,8 +86,7 @@ class StoresSlot:
     def persist(self, persist_path: str, fs: Any = None) -> None:
         """Save the stores beside ``persist_path`` and write the pointer in its place (alone:
         no commit or retrieval of any process runs meanwhile)."""
-        if fs is not None and "file" not in getattr(fs, "protocol", ("file",)):
-            raise E2RAGError("E2RAGIndex persists to a local directory only (no fsspec remote)")
+        check_local(fs)
         claim(Path(persist_path).parent)  # (llama-index's files came first: claimed there too)
         home = Path(persist_path).parent.resolve() / E2RAG_DIR
         locks = self.stores.locks

@@ -276,6 +276,18 @@ def test_persist_into_a_foreign_folder_raises_and_writes_nothing(
     assert snapshot(tmp_path) == before
 
 
+def test_persist_to_a_remote_file_system_is_refused_before_any_file(index: E2RAGIndex) -> None:
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    fs = MemoryFileSystem()
+    fs.mkdir("/bucket")
+    fs.pipe("/bucket/docstore.json", b"theirs")
+    with pytest.raises(E2RAGError, match="local directory only"):
+        index.storage_context.persist("/bucket", fs=fs)
+    assert fs.find("/bucket") == ["/bucket/docstore.json"]
+    assert fs.cat("/bucket/docstore.json") == b"theirs"
+
+
 @pytest.mark.parametrize("layout", sorted(FOREIGN))
 def test_loading_a_foreign_folder_changes_nothing(layout: str, tmp_path: Path) -> None:
     folder = tmp_path / "mine"
