@@ -4,9 +4,10 @@ so that nothing a user owns is ever deleted, moved or overwritten.
 A folder is ours when it holds one of our stores (the manifest in ``e2rag/`` or its checksum
 entry, our pointer in ``graph_store.json``, or 0.1.0's layout) or our marker
 ``e2rag/owner.json``, which a save into a folder that is not yet ours writes before anything
-else: a save killed at any moment leaves nothing of ours, or a folder recognisably ours. A missing or empty folder is made ours; any
-other folder is refused, even one holding llama-index's file names (a ``VectorStoreIndex``
-persisted there, a stray ``e2rag/`` folder): those files are someone else's.
+else: a save killed at any moment leaves nothing of ours, or a folder recognisably ours. A
+missing or empty folder is made ours; any other folder is refused, even one holding
+llama-index's file names (a ``VectorStoreIndex`` persisted there, a stray ``e2rag/`` folder):
+those files are someone else's.
 """
 
 from __future__ import annotations
@@ -140,8 +141,8 @@ def claim(folder: Path, label: str = "persist directory") -> Folder:
     found = inspect(folder)
     if found.kind is Kind.FOREIGN:
         raise refusal(found, label)
-    if found.kind in (Kind.MISSING, Kind.EMPTY) or not has_marker(folder):
-        mark(folder)  # also a store saved before the marker: a save may rewrite what showed it
+    if not has_marker(folder):  # also a store saved before the marker existed: the save may
+        mark(folder)  # rewrite what showed it ours (0.1.0's index_store.json, say)
     return found
 
 
