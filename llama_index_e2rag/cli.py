@@ -366,6 +366,8 @@ def _os_reason(exc: OSError, store: Optional[Path]) -> str:
 # -- commands ------------------------------------------------------------------------------------
 def _cmd_index(args: argparse.Namespace) -> int:
     from llama_index_e2rag.index import E2RAGIndex
+    from llama_index_e2rag.ownership import Kind, claim
+    from llama_index_e2rag.validation import validate_documents
 
     flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
     if not args.paths and not (flags and has_store(args.store)):
@@ -374,6 +376,9 @@ def _cmd_index(args: argparse.Namespace) -> int:
             "flag's layer, e.g. --chrono, to an existing store)"
         )
     documents = read_documents(args.paths, encoding=args.encoding)
+    validate_documents(documents)  # bad input writes nothing, not even the folder
+    # ours, or refused, before anything is written (the LLM cache below lives in it)
+    existing = claim(args.store, "--store").kind is Kind.STORE
     options = {
         "chunk_size": args.chunk_size,
         "chunk_overlap": args.chunk_overlap,
@@ -385,7 +390,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     builders = default_builders(flags)
     unchanged = 0
     added = None
-    if has_store(args.store):  # the flags add to the builders the store restores
+    if existing:  # the flags add to the builders the store restores
         index = load_store(args.store, progress=not args.quiet, **options)
         records = index.graph_store.doc_records()
         documents, skipped = _skip_same_text(documents, records, args.allow_duplicates)
@@ -396,10 +401,10 @@ def _cmd_index(args: argparse.Namespace) -> int:
         added = index.add_layers(builders, documents)
         documents = changed
         index.storage_context.persist(str(args.store))
-    else:  # a new store (or what a save killed before it finished left): build it aside
+    else:  # a new store, or what a first save killed before it finished left: written over
         documents, skipped = _skip_same_text(documents, {}, args.allow_duplicates)
         index = E2RAGIndex.from_documents(documents, doc_builders=builders, **options)
-        _persist_new(index, args.store)
+        index.storage_context.persist(str(args.store))
     from llama_index_e2rag.cli_show import node_counts
 
     counts = node_counts(index.graph_store)
@@ -461,36 +466,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from llama_index_e2rag.cli_serve import serve
 
     return serve(args.store, args.host, args.port, quiet=args.quiet)
-
-
-def _persist_new(index: "E2RAGIndex", store: Path) -> None:
-    """Save a new store in a folder beside ``store`` and rename it into place, so a save killed
-    midway leaves no half store under that name (left-overs of one are replaced)."""
-    import shutil
-    import tempfile
-
-    store.parent.mkdir(parents=True, exist_ok=True)
-    if store.exists() and not store.is_dir():
-        raise E2RAGError(f"--store {store} is a file, not a folder")
-    aside = Path(tempfile.mkdtemp(prefix=f".{store.name}.", dir=store.parent))
-    try:
-        index.storage_context.persist(str(aside))
-        cache = store / "llm_cache.json"  # the LLM answers of this build: kept for the next
-        if cache.is_file():
-            shutil.move(str(cache), aside / cache.name)
-        old = store.with_name(f".{store.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        if store.exists():
-            store.rename(old)
-        aside.rename(store)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(aside, ignore_errors=True)
-        raise
-    from llama_index_e2rag.persistence import E2RAG_DIR, new_save_id, write_pointer
-
-    # the pointer named the folder it was saved in
-    write_pointer(store / "graph_store.json", (store / E2RAG_DIR).resolve(), new_save_id())
 
 
 def _cmd_repair(args: argparse.Namespace) -> int:

@@ -5,26 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llama_index_e2rag.errors import E2RAGError
 
 if TYPE_CHECKING:
     from llama_index_e2rag.index import E2RAGIndex
 
 
 def has_store(store: Path) -> bool:
-    """A store to add to: its e2rag folder, or 0.1.0's layout (what a save killed before the
-    folder existed left is not one: ``index`` replaces it)."""
-    from llama_index_e2rag.loading import is_legacy
+    """A store to add to: one of ours (``ownership``; what a killed first save left is not one:
+    ``index`` writes over it)."""
+    from llama_index_e2rag.ownership import Kind, inspect
 
-    return (store / "e2rag").is_dir() or is_legacy(store)
+    return inspect(store).kind is Kind.STORE
 
 
 def load_store(store: Path, progress: bool = False, **kwargs: object) -> "E2RAGIndex":
     """Load the e2rag index persisted in ``store``, its files checked first (``load_index``)."""
-    from llama_index_e2rag.loading import load_index
+    from llama_index_e2rag.loading import load_index, no_store
 
     if not has_store(store):
-        raise E2RAGError(f"no e2rag store at {store} (create one with: e2rag index PATH --store)")
+        raise no_store(store, "create one with: e2rag index FILES --store")
     from tqdm.auto import tqdm
 
     kwargs = {k: v for k, v in kwargs.items() if v is not None}

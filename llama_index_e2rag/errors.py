@@ -49,3 +49,8 @@ class EntityLookupError(E2RAGError, LookupError):
 class StoreDamagedError(E2RAGError):
     """A persisted store's file is missing, unreadable or disagrees with the rest of the store;
     the message names the file and the fix (usually ``e2rag repair --store DIR``)."""
+
+
+class ForeignFolderError(E2RAGError):
+    """A folder given to save into holds files that are not ours (or is not a folder): nothing
+    is written there; the message names it, a few of its files, and what to give instead."""

@@ -4,8 +4,8 @@
 files by truncating each and writing it in place, so a process killed meanwhile leaves a cut
 file that ``StorageContext.from_defaults`` cannot parse. The index gives the storage context's
 simple stores a ``persist`` that writes aside and renames (``checksums.Checksums.write``); the
-objects, and so every reference to them, stay the same. Remote file systems (``fs=`` other than
-local) keep llama-index's own writing.
+objects, and so every reference to them, stay the same. A remote file system (``fs=`` other than
+local) is refused before the first file is written: the index saves to a local folder only.
 """
 
 from __future__ import annotations
@@ -21,15 +21,21 @@ from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
 from llama_index_e2rag.checksums import Checksums
+from llama_index_e2rag.errors import E2RAGError
+from llama_index_e2rag.ownership import claim
 
 
-def _local(fs: Any) -> bool:
-    return fs is None or "file" in (getattr(fs, "protocol", None) or ("file",))
+def check_local(fs: Any) -> None:
+    """Refuse an fsspec file system other than the local one (before anything is written)."""
+    if fs is not None and "file" not in (getattr(fs, "protocol", None) or ("file",)):
+        raise E2RAGError("E2RAGIndex persists to a local directory only (no fsspec remote)")
 
 
 def write_checked(persist_path: str, text: str) -> None:
-    """Write one file of a persist directory atomically and register its checksum."""
+    """Write one file of a persist directory atomically and register its checksum (a folder
+    that is not ours is refused first: ``ownership.claim``)."""
     path = Path(persist_path)
+    claim(path.parent)
     Checksums(path.parent).write(path.name, text.encode("utf-8"))
 
 
@@ -38,8 +44,7 @@ class AtomicKVStore(SimpleKVStore):
     existing store's class is switched in place)."""
 
     def persist(self, persist_path: str, fs: Optional[Any] = None) -> None:
-        if not _local(fs):
-            return super().persist(persist_path, fs)
+        check_local(fs)
         write_checked(persist_path, json.dumps(self._collections_mappings))
 
 
@@ -47,8 +52,7 @@ class AtomicSimpleVectorStore(SimpleVectorStore):
     """The unused default vector stores of the storage context, saved the same way."""
 
     def persist(self, persist_path: str = "", fs: Optional[Any] = None) -> None:
-        if not _local(fs):
-            return super().persist(persist_path, fs)
+        check_local(fs)
         write_checked(persist_path, json.dumps(self.data.to_dict()))
 
 

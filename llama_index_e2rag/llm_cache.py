@@ -9,17 +9,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import tempfile
 import threading
 from pathlib import Path
 from typing import Optional, Union
 
-logger = logging.getLogger(__name__)
+from llama_index_e2rag.errors import E2RAGError
 
 CACHE_VERSION = 1
-
 
 
 class ResponseCache:
@@ -95,6 +93,8 @@ class ResponseCache:
         self._journal_entries = 0
 
     def _load(self) -> None:
+        """Read the snapshot and replay the journal; a file there that is not ours (or that we
+        cannot read) is refused, never rewritten: it may be someone else's."""
         assert self.path is not None and self.journal_path is not None
         if self.path.exists():
             try:
@@ -105,14 +105,26 @@ class ResponseCache:
                     {str(k): str(v) for k, v in dict(data.get("entries", {})).items()}
                 )
             except (ValueError, AttributeError, TypeError) as exc:
-                logger.warning(
-                    "Ignoring unreadable LLM cache %s (%s); it will be rewritten.", self.path, exc
-                )
+                raise self._not_ours(self.path, str(exc)) from exc
         if self.journal_path.exists():
-            for line in self.journal_path.read_text(encoding="utf-8").splitlines():
+            try:
+                text = self.journal_path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise self._not_ours(self.journal_path, "not text") from exc
+            lines = text.split("\n")  # each append ends with a newline: only the last may be torn
+            for number, line in enumerate(lines):
                 try:
                     record = json.loads(line)
                     self._entries[str(record["k"])] = str(record["v"])
                     self._journal_entries += 1
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line torn by an interruption
+                except (ValueError, KeyError, TypeError) as exc:
+                    if number < len(lines) - 1:
+                        raise self._not_ours(self.journal_path, f"line {number + 1}") from exc
+
+    @staticmethod
+    def _not_ours(path: Path, why: str) -> E2RAGError:
+        return E2RAGError(
+            f"{path} is not an LLM answer cache e2rag can read ({why}); it is left as it is: "
+            "move it away (or delete it if it is e2rag's own: it only saves LLM calls) or give "
+            "another cache folder"
+        )

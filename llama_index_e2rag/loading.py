@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_e2rag.checksums import E2RAG_DIR
-from llama_index_e2rag.errors import E2RAGError, StoreDamagedError
+from llama_index_e2rag.errors import E2RAGError, ForeignFolderError, StoreDamagedError
 from llama_index_e2rag.store_check import check_files
 
 if TYPE_CHECKING:
@@ -23,11 +23,6 @@ if TYPE_CHECKING:
 
 #: The llama-index files the index reads (the pointer is not needed: the folder is known).
 READ_FILES = ("docstore.json", "index_store.json")
-
-
-def is_store(persist_dir: Path) -> bool:
-    """Whether ``persist_dir`` holds (what is left of) a persisted index."""
-    return any((Path(persist_dir) / name).exists() for name in (*READ_FILES, E2RAG_DIR))
 
 
 def check_readable(persist_dir: Path) -> None:
@@ -52,6 +47,21 @@ def is_legacy(persist_dir: Path) -> bool:
         return False
 
 
+def no_store(folder: Path, fix: str) -> E2RAGError:
+    """Why ``folder`` cannot be loaded, in one line (``fix``: how to make a store there)."""
+    from llama_index_e2rag.ownership import Kind, inspect
+
+    found = inspect(folder)
+    if found.kind is Kind.UNFINISHED:
+        return StoreDamagedError(
+            f"{folder} holds an e2rag store whose first save did not finish (interrupted?); "
+            f"index the documents into it again"
+        )
+    if found.kind is Kind.FOREIGN:
+        return ForeignFolderError(f"no e2rag store at {folder}: it {found.why}")
+    return E2RAGError(f"no e2rag store at {folder} ({fix})")
+
+
 def load_index(persist_dir: str | Path, **kwargs: Any) -> "E2RAGIndex":
     """The ``E2RAGIndex`` persisted in ``persist_dir`` (kwargs go to the index, e.g.
     ``embed_model=``, ``llm=``)."""
@@ -60,10 +70,11 @@ def load_index(persist_dir: str | Path, **kwargs: Any) -> "E2RAGIndex":
 
     from llama_index_e2rag.index import E2RAGIndex
     from llama_index_e2rag.llama_files import AtomicSimpleVectorStore
+    from llama_index_e2rag.ownership import Kind, inspect
 
     persist_dir = Path(persist_dir)
-    if not persist_dir.is_dir() or not is_store(persist_dir):
-        raise E2RAGError(f"no e2rag store at {persist_dir}")
+    if inspect(persist_dir).kind is not Kind.STORE:
+        raise no_store(persist_dir, "persist an index there first")
     if not (persist_dir / E2RAG_DIR).is_dir() and is_legacy(persist_dir):
         storage = StorageContext.from_defaults(persist_dir=str(persist_dir))
         return load_index_from_storage(storage, persist_dir=str(persist_dir), **kwargs)

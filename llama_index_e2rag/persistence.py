@@ -21,7 +21,6 @@ struct, saved only by ``persist``, up to the graph.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import uuid
@@ -38,10 +37,12 @@ from llama_index.core.vector_stores.simple import SimpleVectorStore
 from llama_index_e2rag.checksums import E2RAG_DIR, Checksums, file_sum
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError, VectorStoreError
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.llama_files import make_atomic, write_checked
+from llama_index_e2rag.files import swap_folder
+from llama_index_e2rag.llama_files import check_local, make_atomic, write_checked
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 from llama_index_e2rag.lexical import LexicalIndex
 from llama_index_e2rag.locks import StoreLocks
+from llama_index_e2rag.ownership import MANIFEST_FILE, POINTER, STORE_FORMAT, claim
 from llama_index_e2rag.stores import Stores
 from llama_index_e2rag.vectors.base import VectorStorage
 from llama_index_e2rag.vectors.embedded import EmbeddedVectors
@@ -50,13 +51,9 @@ from llama_index_e2rag.vectors.embedded import EmbeddedVectors
 VECTORS_DIR = "vectors"
 VECTOR_COPY_DIR = "vector_copy"
 LEXICAL_DIR = "lexical"
-MANIFEST_FILE = "manifest.json"
 #: Checksums of the BM25 files, saved with them.
 LEXICAL_SUMS = "sums.json"
-STORE_FORMAT = "llama-index-e2rag/store"
 STORE_VERSION = 1
-#: Subject of the pointer triple in ``graph_store.json`` (a ``SimpleGraphStore`` file).
-POINTER = "__llama_index_e2rag__"
 #: ``config["vectors"]`` of an index whose vectors are in its own folder.
 EMBEDDED = "embedded"
 #: Graph metadata key of the index struct's settings and LLM spending (JSON).
@@ -74,9 +71,13 @@ class StoresSlot:
     (give them a storage context of their own).
     """
 
-    def __init__(self, stores: Stores, home: Optional[Path], label: str) -> None:
+    def __init__(
+        self, stores: Stores, home: Optional[Path], label: str, legacy: bool = False
+    ) -> None:
         self.stores = stores
         self.home = home
+        #: converted from a 0.1.0 store: its old vector files go once the new layout is saved
+        self.legacy = legacy
         #: a tqdm bar over the saving steps (the index's ``show_progress``)
         self.show_progress = False
         #: where the vectors live: ``EMBEDDED`` or the external store's name
@@ -85,8 +86,8 @@ class StoresSlot:
     def persist(self, persist_path: str, fs: Any = None) -> None:
         """Save the stores beside ``persist_path`` and write the pointer in its place (alone:
         no commit or retrieval of any process runs meanwhile)."""
-        if fs is not None and "file" not in getattr(fs, "protocol", ("file",)):
-            raise E2RAGError("E2RAGIndex persists to a local directory only (no fsspec remote)")
+        check_local(fs)
+        claim(Path(persist_path).parent)  # (llama-index's files came first: claimed there too)
         home = Path(persist_path).parent.resolve() / E2RAG_DIR
         locks = self.stores.locks
         if locks.home is None or locks.home != home:
@@ -96,10 +97,12 @@ class StoresSlot:
             self.home = home
             write_pointer(Path(persist_path), home, new_save_id())
         bind(self.stores, home)
-        from llama_index_e2rag.migrate import legacy_vector_files
+        if self.legacy:  # 0.1.0's vector files, now in the new layout (none of another index)
+            from llama_index_e2rag.migrate import legacy_vector_files
 
-        for path in legacy_vector_files(home.parent):  # 0.1.0's, now in the new layout
-            path.unlink(missing_ok=True)
+            for path in legacy_vector_files(home.parent):
+                path.unlink(missing_ok=True)
+            self.legacy = False
 
 
 def new_save_id() -> str:
@@ -296,7 +299,8 @@ def open_stores(
         return slot.stores, slot.label  # another index object over the same storage context
     if graph_store is None and isinstance(slot, GraphStore):
         graph_store = slot  # StorageContext.from_defaults(graph_store=PostgresGraphStore(...))
-    if index_struct is not None and index_struct.graph_json:
+    legacy = index_struct is not None and bool(index_struct.graph_json)
+    if legacy:
         from llama_index_e2rag.migrate import legacy_stores
 
         stores, label = legacy_stores(index_struct, storage_context, graph_store)
@@ -345,7 +349,7 @@ def open_stores(
                 stores.reconcile_docstore()
             stores.sync()
     storage_context.graph_store = StoresSlot(  # type: ignore[assignment]
-        stores, home, label
+        stores, home, label, legacy
     )
     return stores, label
 
@@ -434,12 +438,7 @@ def _save_lexical(lexical: LexicalIndex, folder: Path) -> None:
         lexical.save(fresh)
         sums = {p.name: file_sum(p) for p in sorted(fresh.iterdir()) if p.is_file()}
         (fresh / LEXICAL_SUMS).write_text(json.dumps(sums))
-        old = folder.with_name(f".{folder.name}.old")
-        if folder.exists():
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(folder, old)
-        os.replace(fresh, folder)
-        shutil.rmtree(old, ignore_errors=True)
+        swap_folder(fresh, folder)
     except BaseException:
         shutil.rmtree(fresh, ignore_errors=True)
         raise

@@ -39,7 +39,12 @@ def repair_store(
     ``embed_model`` re-embeds (default: as everywhere, ending at the offline MiniLM);
     ``index_kwargs`` (e.g. ``llm=``) go to the index when documents must be extracted again.
     """
+    from llama_index_e2rag.loading import no_store
+    from llama_index_e2rag.ownership import Kind, inspect
+
     persist_dir = Path(persist_dir)
+    if inspect(persist_dir).kind is not Kind.STORE:  # repair writes only into our own stores
+        raise no_store(persist_dir, "nothing to repair")
     if not (persist_dir / E2RAG_DIR).is_dir():
         raise E2RAGError(f"{persist_dir} holds no e2rag store (no {E2RAG_DIR}/ folder)")
     report = RepairReport(before=full_check(persist_dir))
@@ -155,15 +160,17 @@ def _repair_vectors(
             f"re-embedded {added} node(s) of {len(lacking)} document(s) with {model.model_name}"
         )
     if vectors.damaged or orphans or lacking:
-        target = folder.with_name(folder.name + ".new")
-        shutil.rmtree(target, ignore_errors=True)
-        vectors.persist(target)
-        old = folder.with_name(folder.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if folder.exists():
-            folder.rename(old)
-        target.rename(folder)
-        shutil.rmtree(old, ignore_errors=True)
+        import tempfile
+
+        from llama_index_e2rag.files import swap_folder
+
+        target = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new.", dir=folder.parent))
+        try:
+            vectors.persist(target)
+            swap_folder(target, folder)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
 
 
 def _rewrite_llama_files(graph: Any, persist_dir: Path, report: RepairReport) -> None:
@@ -279,6 +286,7 @@ def _rebuild_from_docstore(persist_dir: Path, embed_model: Any, show_progress: b
                            report: RepairReport, index_kwargs: dict[str, Any]) -> None:
     from llama_index_e2rag.builders import restore_builders
     from llama_index_e2rag.index import E2RAGIndex
+    from llama_index_e2rag.ownership import mark
     from llama_index_e2rag.store_info import read_struct
 
     documents = documents_from_docstore(persist_dir)
@@ -286,8 +294,13 @@ def _rebuild_from_docstore(persist_dir: Path, embed_model: Any, show_progress: b
         config = (read_struct(persist_dir) or {}).get("config") or {}
     except (OSError, ValueError):
         config = {}
-    aside = persist_dir / f"{E2RAG_DIR}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = persist_dir / f"{E2RAG_DIR}.damaged-{stamp}"
+    n = 1
+    while aside.exists() or aside.is_symlink():  # never over a name already there
+        aside, n = persist_dir / f"{E2RAG_DIR}.damaged-{stamp}-{n}", n + 1
     (persist_dir / E2RAG_DIR).rename(aside)
+    mark(persist_dir)  # still ours (checked above) with the marker gone with the old folder
     index = E2RAGIndex.from_documents(
         documents,
         embed_model=embed_model,

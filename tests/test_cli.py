@@ -967,14 +967,28 @@ def test_show_reports_a_damaged_store_and_repair_mends_it(
 def test_index_over_what_a_killed_first_save_left_builds_the_store(
     models: ScriptedLLM, books: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from llama_index_e2rag.ownership import mark
+
     store = tmp_path / "store"
-    store.mkdir()
-    (store / "docstore.json").write_text('{"docstore/data": {}}')  # what a killed save left
+    mark(store)  # what a killed first save left: our marker first, then what it reached
+    (store / "docstore.json").write_text('{"docstore/data": {}}')
     (store / "index_store.json").write_text("")
     assert main(["query", "Who?", "--store", str(store), "--quiet"]) == 1
-    assert "no e2rag store" in capsys.readouterr().err
+    assert "first save did not finish" in capsys.readouterr().err
     assert main(["index", str(books), "--store", str(store), "--quiet"]) == 0
     assert main(["show", "--store", str(store)]) == 0
     out = capsys.readouterr().out
     assert "status: ok" in out and "one.txt" in out and "two.md" in out
-    assert not list(tmp_path.glob(".store*"))  # the folder built aside was renamed into place
+    assert not list(tmp_path.glob(".store*"))  # nothing built aside
+
+
+def test_index_refuses_the_same_files_without_our_marker(
+    models: ScriptedLLM, books: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "docstore.json").write_text('{"docstore/data": {}}')  # llama-index's, not ours
+    assert main(["index", str(books), "--store", str(store), "--quiet"]) == 1
+    assert "not an e2rag store (docstore.json)" in capsys.readouterr().err
+    assert sorted(p.name for p in store.iterdir()) == ["docstore.json"]
+    assert (store / "docstore.json").read_text() == '{"docstore/data": {}}'

@@ -431,6 +431,27 @@ def test_cache_survives_a_torn_journal_line_and_compacts(tmp_path):
     assert {k: reloaded.get(k) for k in "abcd"} == {"a": "1", "b": "2", "c": "3", "d": None}
 
 
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("llm.json", "my own notes, not JSON\n"),
+        ("llm.json", '{"version": 99, "entries": {}}'),
+        ("llm.json", '["a", "list"]'),
+        ("llm.json.journal", "my journal\nof days\n"),
+        ("llm.json.journal", '{"k": "a", "v": "1"}\nnot a record\n{"k": "b", "v": "2"}\n'),
+    ],
+)
+def test_cache_refuses_a_file_it_cannot_read_and_leaves_it_as_it_was(tmp_path, name, text):
+    """A file under the cache's names that is not ours is never rewritten (nor dropped)."""
+    from llama_index_e2rag.errors import E2RAGError
+
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    with pytest.raises(E2RAGError, match="not an LLM answer cache"):
+        ResponseCache(tmp_path / "llm.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    assert (tmp_path / name).read_text(encoding="utf-8") == text
+
+
 def test_cache_key_depends_on_model_kind_and_prompt():
     base = ResponseCache.make_key("m", "k", "p")
     assert base == ResponseCache.make_key("m", "k", "p")
