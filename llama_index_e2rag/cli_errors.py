@@ -87,8 +87,8 @@ def quiet_workers_on_ctrl_c() -> Callable[[], None]:
     """Make Ctrl-C quiet in forked worker processes; returns the function that undoes it.
 
     A terminal's Ctrl-C reaches every process of the group, and a worker forked by
-    ``multiprocessing`` (spaCy's ``n_process`` parsing) inherits Python's handler: each prints its
-    own ``KeyboardInterrupt`` traceback. With this handler a forked worker leaves with exit code
+    ``multiprocessing`` (a library's pool; our parse pool ignores Ctrl-C itself) inherits
+    Python's handler: each prints its own ``KeyboardInterrupt`` traceback. With this handler a forked worker leaves with exit code
     130 and no output (``SystemExit``, which ``multiprocessing`` ends quietly) while e2rag itself
     still gets ``KeyboardInterrupt``. Left alone when Ctrl-C is ignored (a background job) or
     handled by the embedding program, or when not called from the main thread.
