@@ -105,6 +105,12 @@ def _bar_started(err: str, stage: str) -> bool:
     return stage == "Building document layers" or re.search(r"\|\s*[1-9]\d*/", err[at:]) is not None
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the child: Ctrl-C's default action, whatever pytest inherited (a shell's background
+    job ignores SIGINT, and so would every process it starts)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_at(argv: list[str], cwd: Path, stage: str, whole_group: bool = True) -> tuple:
     """Run ``e2rag argv``, send SIGINT once ``stage`` runs; (exit code, seconds to exit,
     stderr after the signal, stderr before it, processes of its group left)."""
@@ -124,6 +130,7 @@ def _interrupt_at(argv: list[str], cwd: Path, stage: str, whole_group: bool = Tr
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
     before = b""
     try:
