@@ -207,14 +207,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     The one place where exceptions become messages: 0 on success; 1 with one line
     ``e2rag: error: <reason>`` on stderr for any failure (an unexpected one also names the log
     file holding its traceback); 130 with ``e2rag: interrupted`` for Ctrl-C; 2 for usage errors
-    (argparse); a closed stdout pipe (``| head``) ends quietly with 1.
+    (argparse); a closed stdout pipe (``| head``) ends quietly with 1. As the ``e2rag`` script
+    (``argv`` None), a Ctrl-C ends the process once the message is out: the work it started
+    has been stopped by then (``background``), and tearing down every module took seconds.
     """
     args = build_parser().parse_args(argv)
     restore_ctrl_c = cli_errors.quiet_workers_on_ctrl_c()
     try:
-        return _run(args, sys.argv[1:] if argv is None else argv)
+        code = _run(args, sys.argv[1:] if argv is None else argv)
     finally:
         restore_ctrl_c()
+    if code == 130 and argv is None:
+        cli_errors.end_process(code)
+    return code
 
 
 def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:

@@ -16,7 +16,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, NoReturn, Optional, Sequence
 
 #: Top-level module -> the extra of ``pyproject.toml`` that installs it.
 EXTRA_OF_MODULE = {
@@ -93,8 +93,8 @@ def quiet_workers_on_ctrl_c() -> Callable[[], None]:
     """Make Ctrl-C quiet in forked worker processes; returns the function that undoes it.
 
     A terminal's Ctrl-C reaches every process of the group, and a worker forked by
-    ``multiprocessing`` (spaCy's ``n_process`` parsing) inherits Python's handler: each prints its
-    own ``KeyboardInterrupt`` traceback. With this handler a forked worker leaves with exit code
+    ``multiprocessing`` (a library's pool; our parse pool ignores Ctrl-C itself) inherits
+    Python's handler: each prints its own ``KeyboardInterrupt`` traceback. With this handler a forked worker leaves with exit code
     130 and no output (``SystemExit``, which ``multiprocessing`` ends quietly) while e2rag itself
     still gets ``KeyboardInterrupt``. Left alone when Ctrl-C is ignored (a background job) or
     handled by the embedding program, or when not called from the main thread.
@@ -123,6 +123,27 @@ def quiet_workers_on_ctrl_c() -> Callable[[], None]:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
     return restore
+
+
+def end_process(code: int) -> NoReturn:
+    """End the process with ``code`` now: what Python's exit runs first (waiting for running
+    non-daemon threads, such as a store write in progress, then the ``atexit`` handlers), but
+    not the teardown of every module, which took seconds after a Ctrl-C on a loaded machine."""
+    import atexit
+    import threading
+
+    for step in (
+        sys.stdout.flush,
+        getattr(threading, "_shutdown", lambda: None),
+        getattr(atexit, "_run_exitfuncs", lambda: None),
+        sys.stdout.flush,
+        sys.stderr.flush,
+    ):
+        try:
+            step()
+        except BaseException:  # a closed stream, a second Ctrl-C: end all the same
+            pass
+    os._exit(code)
 
 
 def stdout_closed() -> bool:

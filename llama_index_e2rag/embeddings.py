@@ -8,7 +8,6 @@ hub, and nothing is loaded until the first text is embedded, so importing this m
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import Field
 
+from llama_index_e2rag.background import check, in_thread
 from llama_index_e2rag.errors import MissingModelError
 
 MINILM_MODEL_NAME = "all-MiniLM-L6-v2-int8"
@@ -158,6 +158,7 @@ class MiniLMEmbedding(BaseEmbedding):
             ids = [self._truncate(e.ids) for e in encodings]
             order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
             for block in self._blocks(order, ids):
+                check()  # a stopped build ends here, between model runs
                 out[block] = self._run(runtime.session, [ids[i] for i in block])
         return out
 
@@ -224,9 +225,9 @@ class MiniLMEmbedding(BaseEmbedding):
         return await self._aembed(texts)
 
     async def _aembed(self, texts: List[str]) -> List[List[float]]:
-        """Run the model in a worker thread so the event loop keeps serving other tasks."""
-        loop = asyncio.get_running_loop()
-        vectors = await loop.run_in_executor(None, self.embed, texts)
+        """Run the model on a thread of its own (``background``) so the event loop keeps
+        serving other tasks and a Ctrl-C stops the call after the model run in progress."""
+        vectors = await in_thread(lambda: self.embed(texts))
         return vectors.tolist()
 
 

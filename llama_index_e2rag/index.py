@@ -62,6 +62,7 @@ from llama_index_e2rag.llm import run_sync
 from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_CLASSES, RETRIEVER_MODES
 from llama_index_e2rag.registration import E2RAG_STRUCT_TYPE, STRUCT_TYPES
 from llama_index_e2rag.same_text import TextClaims
+from llama_index_e2rag.progress import doc_bar, steps_bar
 from llama_index_e2rag.stores import Stores
 
 if TYPE_CHECKING:
@@ -389,7 +390,12 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         async with self._stores.locks.awriter():
             await asyncio.to_thread(self._stores.sync)
             build = await stage_layers(
-                self._stores, new, self.embed_model, lambda: self.llm_runner, documents
+                self._stores,
+                new,
+                self.embed_model,
+                lambda: self.llm_runner,
+                documents,
+                show_progress=self._show_progress,
             )
             async with self._write_lock.hold():
                 await link_staged(build.staged, new, self._stores.graph, lambda: self.llm_runner)
@@ -398,9 +404,11 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
                 try:
                     self._sync_llm_stats()
                     self._record_config()
-                    await self._stores.areplace_documents(
-                        build.writes(), persistence.index_meta(self._index_struct)
-                    )
+                    writes = build.writes()
+                    with steps_bar("Writing stores", len(writes), self._show_progress):
+                        await self._stores.areplace_documents(
+                            writes, persistence.index_meta(self._index_struct)
+                        )
                 except BaseException:
                     self._doc_builders = before
                     self._record_config()
@@ -576,7 +584,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             return recorder
 
         # a book's layers take minutes: the bar names the builder at work, even for one document
-        layers = _progress(
+        layers = doc_bar(
             groups,
             "Building document layers",
             self._show_progress and (len(groups) > 1 or bool(self._doc_builders)),
@@ -611,7 +619,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
                 self._index_struct.config["embed_model"] = embed_model.model_name
             self._sync_llm_stats()
             self._record_config()
-            with _progress_steps("Writing stores", len(writes), self._show_progress):
+            with steps_bar("Writing stores", len(writes), self._show_progress):
                 # the whole batch is one commit: a crash leaves all of it or none
                 await self._stores.areplace_documents(
                     writes, persistence.index_meta(self._index_struct)
@@ -828,28 +836,6 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         if path is not None:
             write_page(path, page)
         return page
-
-
-def _progress_steps(desc: str, total: int, show: bool) -> Any:
-    """A tqdm bar that completes when the block it wraps does (one commit of ``total`` docs)."""
-    from contextlib import contextmanager
-
-    from tqdm.auto import tqdm
-
-    @contextmanager
-    def bar() -> Any:
-        with tqdm(total=total, desc=desc, unit="doc", disable=not show) as progress:
-            yield
-            progress.update(total)
-
-    return bar()
-
-
-def _progress(items: Sequence[Any], desc: str, show: bool) -> Any:
-    """``items`` behind a tqdm bar when ``show`` (the index's ``show_progress``)."""
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=desc, unit="doc", disable=not show)
 
 
 # the real classes take the place of the lazy entries ``registration`` put there

@@ -31,6 +31,7 @@ from llama_index_e2rag.ingest import (
     vector_record,
 )
 from llama_index_e2rag.same_text import TEXT_HASH_KEY
+from llama_index_e2rag.progress import doc_bar
 from llama_index_e2rag.schema import GraphNode, NodeKind
 from llama_index_e2rag.stores import DocumentWrite, Stores
 
@@ -110,13 +111,15 @@ async def stage_layers(
     embed_model: BaseEmbedding,
     llm_runner: Callable[[], Optional["LLMRunner"]],
     documents: Sequence[Document] = (),
+    show_progress: bool = False,
 ) -> LayerBuild:
     """Run ``builders`` over every stored document and embed what they add.
 
     ``documents`` may give the source text of stored documents (e.g. the files ``e2rag index``
     read); one is used only when its hash is the stored one, else the text is rebuilt from the
     stored chunks. The caller holds the store's writer lock, so the graph read here is the one
-    the commit replaces.
+    the commit replaces. ``show_progress``: a bar per stage, as a build shows (a novel's layers
+    take about a minute).
     """
     graph = stores.graph
     records = graph.doc_records()
@@ -127,7 +130,13 @@ async def stage_layers(
     recorder = RecordingEmbedding(embed_model)
     staged: list[StagedDoc] = []
     new_ids: dict[str, set[str]] = {}
-    for doc_id, order in sorted(graph.doc_orders().items(), key=lambda item: item[1]):
+    docs = doc_bar(
+        sorted(graph.doc_orders().items(), key=lambda item: item[1]),
+        "Building document layers",
+        show_progress,
+    )
+    for doc_id, order in docs:
+        docs.set_postfix_str("reading the stored graph")
         stage = _restage(stores, doc_id, order, failures_of.get(doc_id, []))
         doc_hash = (records.get(doc_id) or {}).get("hash")
         source = given.get(doc_id)
@@ -136,10 +145,11 @@ async def stage_layers(
         stage.failures.extend(await run_builders(
             document or _rebuilt_document(doc_id, stage.chunks), doc_id, stage.order,
             stage.chunks, stage.graph, builders, llm_runner, lambda: recorder,
+            on_builder=docs.set_postfix_str,
         ))
         staged.append(stage)
         new_ids[doc_id] = {n.id for n in stage.graph.nodes()} - before
-    vectors = await _vectors(stores, staged, new_ids, embed_model, recorder.take())
+    vectors = await _vectors(stores, staged, new_ids, embed_model, recorder.take(), show_progress)
     report = LayersAdded(
         names=[builder_name(b) for b in builders],
         documents=len(staged),
@@ -197,6 +207,7 @@ async def _vectors(
     new_ids: Mapping[str, set[str]],
     embed_model: BaseEmbedding,
     known: Mapping[str, np.ndarray],
+    show_progress: bool = False,
 ) -> dict[str, np.ndarray]:
     """Every embedded node's vector: the stored one for nodes that were there, embedded for the
     new ones (and for a stored node that lost its vector); texts the builders embedded while
@@ -209,6 +220,7 @@ async def _vectors(
     embedded = await embed_texts(
         embed_model,
         (t for stage, n in todo for t in node_vectors.sources(n, stage.graph)),
+        show_progress,
         known=known,
     )
     vectors = dict(stored)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import logging
 import os
@@ -26,6 +25,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from pydantic import BaseModel, ValidationError
 
+from llama_index_e2rag.background import in_thread, stop_all
 from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError, MissingModelError
 from llama_index_e2rag.llm_cache import CACHE_VERSION, ResponseCache
 from llama_index_e2rag.llm_parsing import (
@@ -105,7 +105,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         except Exception as exc:  # noqa: BLE001 - re-raised below, outside asyncio_run
             return None, exc
 
-    result, error = asyncio_run(captured())
+    try:
+        result, error = asyncio_run(captured())
+    except KeyboardInterrupt:  # Ctrl-C: the work running off the loop stops too, at once
+        stop_all()
+        raise
     if error is not None:
         raise error
     return result  # type: ignore[return-value]
@@ -445,7 +449,7 @@ class LLMRunner:
         if self.timeout is None:
             result = call()
             return result if blocking else await result
-        task = asyncio.ensure_future(_in_thread(call) if blocking else call())
+        task = asyncio.ensure_future(in_thread(call, stoppable=False) if blocking else call())
         task.add_done_callback(_retrieve_outcome)
         try:
             done, _ = await asyncio.wait({task}, timeout=self.timeout)
@@ -496,37 +500,3 @@ def _retrieve_outcome(task: "asyncio.Future[Any]") -> None:
     """Read an abandoned request's outcome so asyncio does not log it as never retrieved."""
     if not task.cancelled():
         task.exception()
-
-
-async def _in_thread(call: Callable[[], T]) -> T:
-    """``call()`` in a daemon thread of its own, awaited from the loop without blocking it.
-
-    Not ``asyncio.to_thread``: its executor is joined when ``asyncio.run`` ends, so a hung call
-    would hang the caller after all. A daemon thread that never returns is simply abandoned
-    (it cannot be killed); it does not keep the process alive. The caller's context variables
-    (llama-index's callback and instrumentation state) go with the call.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def settle(result: Any, error: Optional[BaseException]) -> None:
-        if future.done():  # given up on (timed out or cancelled)
-            return
-        if error is None:
-            future.set_result(result)
-        else:
-            future.set_exception(error)
-
-    def run() -> None:
-        result: Any = None
-        error: Optional[BaseException] = None
-        try:
-            result = context.run(call)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting coroutine
-            error = exc
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=run, name="e2rag-llm-call", daemon=True).start()
-    return await future

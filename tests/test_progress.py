@@ -45,3 +45,22 @@ def test_nothing_is_printed_without_show_progress(hash_embed, capfd, tmp_path: P
         index.storage_context.persist(str(tmp_path / "store"))
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+@pytest.mark.parametrize("show", [True, False])
+def test_adding_layers_to_stored_documents_shows_each_stage_only_when_asked(
+    hash_embed, capfd, show: bool
+):
+    """``add_layers`` (``e2rag index --chrono`` on a store) took a minute on a novel, silently."""
+    index = E2RAGIndex.from_documents(
+        [Document(text=BOOK, id_="book")], embed_model=hash_embed, show_progress=show
+    )
+    capfd.readouterr()
+    added = index.add_layers(restore_builders({name: {} for name in LAYERS}))
+    assert added.names == list(LAYERS) and added.nodes > 0
+    captured = capfd.readouterr()
+    if show:
+        stages = ["Building document layers", *LAYERS, "Embedding", "Writing stores"]
+        assert [stage for stage in stages if stage not in captured.err] == []
+    else:
+        assert captured.err == "" and captured.out == ""

@@ -12,9 +12,9 @@ object, passive agent, preposition), with the rules spelled out in ``docs/offlin
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise
@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 from llama_index.core.schema import BaseNode, TransformComponent
 from pydantic import Field
 
+from llama_index_e2rag.background import in_thread
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.base import (
     DOC_ORDER_KEY,
@@ -711,18 +712,20 @@ class GroundedExtractor(TransformComponent):
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         from tqdm.auto import tqdm
 
+        from llama_index_e2rag.extract.parse_pool import parse_texts
+
         nlp = load_spacy(self.model)
         texts = [node.get_content() for node in nodes]
         with PARSE_LOCK:  # docs stream through one at a time: a book's parses never coexist
-            parsed = nlp.pipe(texts, batch_size=self.batch_size, n_process=self._workers(texts))
+            parsed = parse_texts(nlp, self.model, texts, self.batch_size, self._workers(texts))
             bar = tqdm(
                 total=len(texts),
                 desc="Parsing (spaCy)",
                 unit="chunk",
                 disable=not kwargs.get("show_progress", False),
             )
-            with bar:
-                for node, doc in zip(nodes, parsed):
+            with bar, closing(parsed):  # ends the worker processes however the loop ends
+                for node, doc in zip(nodes, parsed, strict=True):
                     self._extract(node, doc)
                     bar.update()
         return nodes
@@ -759,8 +762,10 @@ class GroundedExtractor(TransformComponent):
         attach_graph(node, builder.nodes, builder.edges)
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        """Parse in a worker thread so the event loop stays responsive during a build."""
-        return await asyncio.to_thread(self.__call__, nodes, **kwargs)
+        """Parse on a thread of the build's own (``background``): the event loop stays
+        responsive, a Ctrl-C stops the parse and its workers, and workers forked from it exit
+        cleanly (from an executor's thread each failed on exit: spaCy's W127)."""
+        return await in_thread(lambda: self.__call__(nodes, **kwargs))
 
     def query_nodes(self, text: str) -> list[GraphNode]:
         """The query as mention and event nodes (doc_id "query"), parsed like the documents."""
