@@ -42,6 +42,7 @@ _LAZY = {
     "LLMRunner": "llama_index_e2rag.llm",
     "MiniLMEmbedding": "llama_index_e2rag.embeddings",
     "NetworkXGraphStore": "llama_index_e2rag.graph",
+    "NoLLM": "llama_index_e2rag.no_llm",
     "NodeKind": "llama_index_e2rag.schema",
     "ResponseCache": "llama_index_e2rag.llm",
     "SentenceGraphBuilder": "llama_index_e2rag.extract.sentence_graph.builder",

@@ -183,15 +183,22 @@ def print_result(result: dict[str, Any], explained: bool, out: TextIO) -> None:
             print(f"    {source['explain']}", file=out)
 
 
+#: Keys of ``metadata["signals"]`` that record how a score was calibrated, not what brought it.
+_NOT_CONTRIBUTIONS = frozenset({"raw_score", "story_match"})
+
+
 def explain(metadata: dict) -> str:
     """One line saying what brought a result: the narrative mode's signal contributions, or
     the evidence another mode records."""
-    signals = metadata.get("signals")
+    recorded = metadata.get("signals") or {}
+    signals = {k: v for k, v in recorded.items() if k not in _NOT_CONTRIBUTIONS}
     if signals:
         parts = [
             f"{name} {value:+.3f}" for name, value in signals.items() if name != "continuation"
         ]
         line = "signals: " + (", ".join(parts) or "none")
+        if "raw_score" in recorded:
+            line += f" (raw score {recorded['raw_score']:.3f})"
         if "continuation" in signals:
             line += f"; continues a hit scored {signals['continuation']:.3f}"
         return line

@@ -28,7 +28,6 @@ from llama_index.core.base.response.schema import (
     StreamingResponse,
 )
 from llama_index.core.callbacks.base import CallbackManager
-from llama_index.core.llms.mock import MockLLM
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import (
     MetadataMode,
@@ -44,6 +43,7 @@ from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
 from llama_index_e2rag.extract.grounded import SPACY_MODEL, load_spacy
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.no_llm import NoLLM
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.story_position import StoryMap, describe_position, source_name, story_map
 from llama_index_e2rag.text import split_sentences
@@ -57,10 +57,14 @@ EVIDENCE_KEY = "e2rag_evidence"
 MAX_PARSED = 48
 #: Weights of an answer's score: relevance rescaled to [0, 1] over the candidates, the share of
 #: the question's content words present (each weighted by how rare it is among the candidates),
-#: and offering the kind of answer asked for. Round values, the relevance weight chosen between
-#: 1 and 0.5 on FairytaleQA *train* stories (the retriever already chose every candidate for
-#: relevance, so its fine differences say less than the question's words); validation untouched.
-W_RELEVANCE, W_OVERLAP, W_ANSWER_TYPE = 0.5, 1.0, 0.5
+#: offering the kind of answer asked for, and the retrieval rank of the node the sentence comes
+#: from (``rank_prior``). Relevance, overlap and answer kind: round values, the relevance weight
+#: chosen between 1 and 0.5 on FairytaleQA *train* stories (the retriever already chose every
+#: candidate for relevance, so its fine differences say less than the question's words). The
+#: rank weight: fitted on FairytaleQA train (``benchmarks/answer_line.py --fit``), so that a
+#: sentence of the 10th passage must read clearly better than one of the first to lead;
+#: validation untouched.
+W_RELEVANCE, W_OVERLAP, W_ANSWER_TYPE, W_RANK = 0.5, 1.0, 0.5, 0.15
 #: A question word found only in a candidate starting up to ``NEIGHBOUR_CHARS`` characters away
 #: in the same document counts this much: "Who helped Peter when he was caught in the net?" is
 #: answered a sentence or two after the one about the net, by one naming the helper, not the net.
@@ -89,6 +93,8 @@ class Evidence:
     #: True when the sentence offers the kind of answer the question asks for (a new person for
     #: *who*, ...); None when the question was not read (no spaCy, ``rank_by="score"``).
     offers_answer: Optional[bool] = None
+    #: Retrieval rank (0 = first) of the node the sentence comes from.
+    rank: int = 0
 
     def location(self) -> str:
         """Human-readable place in the story: document, chapter, share of the story."""
@@ -110,8 +116,10 @@ class ExtractiveSynthesizer(BaseSynthesizer):
     which of their sentences answers. With ``"auto"`` and ``"similarity"`` the best
     ``MAX_PARSED`` sentences are then re-read against the question with the spaCy pipeline
     ``spacy_model`` (the grounded extractor's, loaded once per process): question words present
-    and the kind of answer asked for decide with relevance (see ``W_*``), so a sentence that only
-    resembles the question does not lead. ``"score"`` keeps the retriever's order untouched.
+    and the kind of answer asked for decide with relevance and the retrieval rank of the
+    sentence's node (``weights``, default the fitted ``W_*``), so a sentence that only resembles
+    the question does not lead, and one from a low-ranked passage must read clearly better than
+    one from the top passage. ``"score"`` keeps the retriever's order untouched.
     ``graph_store`` lets positions be shown as chapter and share of the document ("Chapter 3 ·
     93% through the story"); without it only character offsets are shown. ``order="story"``
     lists the chosen sentences in narrative order instead of best first.
@@ -126,6 +134,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         rank_by: Literal["auto", "similarity", "score"] = "auto",
         max_candidates: int = 256,
         spacy_model: Optional[str] = SPACY_MODEL,
+        weights: Optional["AnswerWeights"] = None,
         callback_manager: Optional[CallbackManager] = None,
         streaming: bool = False,
     ) -> None:
@@ -136,9 +145,9 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         if rank_by not in ("auto", "similarity", "score"):
             raise ValueError(f"rank_by must be 'auto', 'similarity' or 'score', got {rank_by!r}")
         # BaseSynthesizer sizes prompts from an LLM's metadata and would otherwise resolve
-        # llama-index's OpenAI default; MockLLM satisfies it and is never called here.
+        # llama-index's OpenAI default; NoLLM satisfies it and is never called here.
         super().__init__(
-            llm=MockLLM(),
+            llm=NoLLM(),
             callback_manager=callback_manager,
             streaming=streaming,
             empty_response="No evidence was retrieved for this question.",
@@ -150,6 +159,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         self._rank_by = rank_by
         self._max_candidates = max_candidates
         self._spacy_model = spacy_model
+        self._weights = weights or AnswerWeights()
         self._story_maps: dict[str, Optional[StoryMap]] = {}
 
     @classmethod
@@ -179,13 +189,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
     ) -> RESPONSE_TYPE:
         """Overridden so positions and sources in node metadata reach the answer."""
         query_str, candidates = _query_str(query), self._candidates(nodes)
-        vectors: Optional[_Vectors] = None
-        if self._embed_model is not None and self._by_similarity(candidates):
-            vectors = (
-                self._embed_model.get_query_embedding(query_str),
-                self._embed_model.get_text_embedding_batch([c.text for c in candidates]),
-            )
-        evidence = self._rank(query_str, candidates, vectors)
+        evidence = self._rank(query_str, candidates, self._vectors(query_str, candidates))
         return self._respond(query_str, evidence, nodes, additional_source_nodes, is_async=False)
 
     async def asynthesize(
@@ -257,6 +261,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
                         node_id=node.node_id,
                         whole_node=is_sentence and item.score is not None,
                         chapter=None if story is None else story.chapter_at(offset),
+                        rank=rank,
                     )
                 )
                 if len(found) >= self._max_candidates:
@@ -271,24 +276,35 @@ class ExtractiveSynthesizer(BaseSynthesizer):
     ) -> list[Evidence]:
         """Score relevance (cosine when embeddings were computed), re-read the most relevant
         against the question, keep the best few."""
-        if embeddings is not None and candidates:
-            query_vec, vectors = np.asarray(embeddings[0]), np.asarray(embeddings[1])
-            norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query_vec) or 1.0)
-            sims = vectors @ query_vec / np.where(norms > 0, norms, 1.0)
-            for item, sim in zip(candidates, sims):
-                item.score = float(sim)
-        ranked = [
-            item
-            for _, item in sorted(enumerate(candidates), key=lambda pair: (-pair[1].score, pair[0]))
-        ]  # stable: ties keep retrieval order
+        ranked = _by_relevance(candidates, embeddings)
         nlp = self._nlp() if self._rank_by != "score" and ranked else None
         if nlp is not None:
-            head = _read_against_question(nlp, query_str, ranked[:MAX_PARSED])
+            head = _read_against_question(nlp, query_str, ranked[:MAX_PARSED], self._weights)
             ranked = head + ranked[MAX_PARSED:]
         best = ranked[: self._top_n]
         if self._order == "story":
             best.sort(key=lambda e: (e.doc_order or 0, e.char_offset or 0))
         return best
+
+    def readings(
+        self, query: QueryType, nodes: list[NodeWithScore]
+    ) -> list[tuple[Evidence, Reading]]:
+        """The candidates the answer chooses from (the ``MAX_PARSED`` most relevant), each read
+        against the question; empty without spaCy. Public so that ``AnswerWeights`` can be
+        fitted without parsing each question again for every candidate weighting."""
+        query_str, candidates = _query_str(query), self._candidates(nodes)
+        ranked = _by_relevance(candidates, self._vectors(query_str, candidates))[:MAX_PARSED]
+        nlp = self._nlp() if ranked else None
+        return [] if nlp is None else list(zip(ranked, read_candidates(nlp, query_str, ranked)))
+
+    def _vectors(self, query_str: str, candidates: list[Evidence]) -> Optional[_Vectors]:
+        """The query's and the candidates' embeddings, when relevance is a cosine."""
+        if self._embed_model is None or not self._by_similarity(candidates):
+            return None
+        return (
+            self._embed_model.get_query_embedding(query_str),
+            self._embed_model.get_text_embedding_batch([c.text for c in candidates]),
+        )
 
     def _nlp(self) -> Any:
         """The spaCy pipeline (shared with the grounded extractor), None when not installed."""
@@ -339,6 +355,19 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         return [header] + [f"{i}. {e.render()}" for i, e in enumerate(evidence, 1)]
 
 
+def _by_relevance(candidates: list[Evidence], embeddings: Optional[_Vectors]) -> list[Evidence]:
+    """``candidates`` best first: by cosine when embeddings were computed (it becomes their
+    score), else by score; ties keep retrieval order."""
+    if embeddings is not None and candidates:
+        query_vec, vectors = np.asarray(embeddings[0]), np.asarray(embeddings[1])
+        norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query_vec) or 1.0)
+        sims = vectors @ query_vec / np.where(norms > 0, norms, 1.0)
+        for item, sim in zip(candidates, sims):
+            item.score = float(sim)
+    order = sorted(range(len(candidates)), key=lambda i: (-candidates[i].score, i))
+    return [candidates[i] for i in order]
+
+
 def _query_str(query: QueryType) -> str:
     return query.query_str if isinstance(query, QueryBundle) else str(query)
 
@@ -360,8 +389,48 @@ def _node_position(node: Any) -> tuple[Optional[int], Optional[int]]:
     return (int(order) if order is not None else None), (int(start) if start is not None else None)
 
 
-def _read_against_question(nlp: Any, question: str, ranked: list[Evidence]) -> list[Evidence]:
-    """``ranked`` re-ordered by relevance, question words present and answer kind offered.
+@dataclass(frozen=True)
+class Reading:
+    """How one candidate sentence reads against the question (before weighting)."""
+
+    #: relevance rescaled to [0, 1] over the candidates read
+    relevance: float
+    #: idf-weighted share of the question's content words in (or, at half credit, near) it
+    overlap: float
+    #: offers the kind of answer asked for
+    offers: bool
+    #: retrieval rank of its node (0 = first)
+    rank: int
+
+
+@dataclass(frozen=True)
+class AnswerWeights:
+    """How a ``Reading`` becomes an answer score (defaults: the module's fitted ``W_*``)."""
+
+    relevance: float = W_RELEVANCE
+    overlap: float = W_OVERLAP
+    answer_type: float = W_ANSWER_TYPE
+    rank: float = W_RANK
+
+    def score(self, reading: Reading) -> float:
+        return (
+            self.relevance * reading.relevance
+            + self.overlap * reading.overlap
+            + self.answer_type * reading.offers
+            + self.rank * rank_prior(reading.rank)
+        )
+
+
+def rank_prior(rank: int) -> float:
+    """What a node's retrieval rank is worth: 0 for the first, −ln(1 + rank) below, so the
+    first places differ most (with ``W_RANK``: the 10th passage starts 0.35 behind the first,
+    less than the answer-kind bonus, more than small differences of relevance). The shape
+    (against 1/(1 + rank) and linear) and the weight were chosen on FairytaleQA train."""
+    return -math.log1p(rank)
+
+
+def read_candidates(nlp: Any, question: str, ranked: list[Evidence]) -> list[Reading]:
+    """Read ``ranked`` (best relevance first) against the question; sets ``offers_answer``.
 
     A question word's weight is its BM25 idf among the candidates: a name in every sentence
     ("Peter") tells them apart less than a word in two ("shoes").
@@ -380,20 +449,31 @@ def _read_against_question(nlp: Any, question: str, ranked: list[Evidence]) -> l
     total = sum(weight.values())
     scores = [e.score for e in ranked]
     low, spread = min(scores), (max(scores) - min(scores)) or 1.0
-    combined: list[tuple[float, int, Evidence]] = []
-    for i, (item, doc, found, near) in enumerate(zip(ranked, docs, lemmas, nearby)):
+    readings = []
+    for item, doc, found, near in zip(ranked, docs, lemmas, nearby):
         credit = sum(weight[lemma] for lemma in wanted & found)
         credit += NEIGHBOUR_CREDIT * sum(weight[lemma] for lemma in (wanted & near) - found)
-        overlap = credit / total if total else 0.0
-        answer = kind is not AnswerType.OTHER and offers(doc, kind, wanted)
-        item.offers_answer = answer
-        item.score = (
-            W_RELEVANCE * (item.score - low) / spread
-            + W_OVERLAP * overlap
-            + W_ANSWER_TYPE * answer
+        item.offers_answer = kind is not AnswerType.OTHER and offers(doc, kind, wanted)
+        readings.append(
+            Reading(
+                relevance=(item.score - low) / spread,
+                overlap=credit / total if total else 0.0,
+                offers=item.offers_answer,
+                rank=item.rank,
+            )
         )
-        combined.append((-item.score, i, item))
-    return [item for _, _, item in sorted(combined, key=lambda t: (t[0], t[1]))]
+    return readings
+
+
+def _read_against_question(
+    nlp: Any, question: str, ranked: list[Evidence], weights: AnswerWeights
+) -> list[Evidence]:
+    """``ranked`` re-ordered by its ``read_candidates`` scores (ties keep their order)."""
+    readings = read_candidates(nlp, question, ranked)
+    for item, reading in zip(ranked, readings):
+        item.score = weights.score(reading)
+    order = sorted(range(len(ranked)), key=lambda i: (-ranked[i].score, i))
+    return [ranked[i] for i in order]
 
 
 def _nearby_lemmas(ranked: list[Evidence], lemmas: list[set[str]]) -> list[set[str]]:

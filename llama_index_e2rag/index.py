@@ -727,6 +727,15 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             return {"llm_runner": self.llm_runner, "parser": extractors_parser(self.extractors)}
         return {}
 
+    def _answer_llm(self, llm: Optional[LLM]) -> Optional[LLM]:
+        """The LLM an engine answers with: ``llm=`` when given (a ``NoLLM``: none, so
+        extractive answers), else the index's."""
+        if llm is None:
+            return self.llm
+        from llama_index_e2rag.llm import resolve_llm
+
+        return resolve_llm(llm)
+
     def as_query_engine(  # type: ignore[override]
         self,
         mode: str = DEFAULT_MODE,
@@ -748,7 +757,8 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         from llama_index_e2rag.query_engine import build_query_engine, split_engine_kwargs
 
         engine_kwargs, kwargs = split_engine_kwargs(kwargs)
-        answer_llm = llm if llm is not None else self.llm
+        answer_llm = self._answer_llm(llm)
+        llm = answer_llm if llm is not None else None  # a NoLLM given: no LLM at all
         if mode == "event_graph":
             from llama_index_e2rag.event_graph_engine import build_event_graph_engine
             from llama_index_e2rag.llm import LLMRunner
@@ -796,7 +806,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         """
         from llama_index_e2rag.chat_engine import build_chat_engine
 
-        chat_llm = llm if llm is not None else self.llm
+        chat_llm = self._answer_llm(llm)
         return build_chat_engine(
             chat_mode,
             chat_llm,

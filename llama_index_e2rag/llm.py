@@ -71,9 +71,12 @@ def resolve_llm(llm: Optional[LLM] = None) -> Optional[LLM]:
     ``Settings._llm`` is read directly because the ``Settings.llm`` property would build
     llama-index's OpenAI default (and fail without a key). A ``MockLLM`` there is what
     ``Settings.llm = None`` leaves behind, i.e. the user asked for no LLM: we return None.
+    So does an explicit ``NoLLM`` (``no_llm.py``).
     """
+    from llama_index_e2rag.no_llm import NoLLM
+
     if llm is not None:
-        return llm
+        return None if isinstance(llm, NoLLM) else llm
     user_llm = getattr(Settings, "_llm", None)
     if user_llm is not None:
         from llama_index.core.llms.mock import MockLLM

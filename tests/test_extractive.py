@@ -194,6 +194,56 @@ def test_question_words_outweigh_retriever_rank_for_what_questions(minilm):
     assert "camomile" in str(response)
 
 
+#: Passages a retriever ranked between the top one and a low one: about Ichabod, none about a
+#: chase or a bridge.
+FILLER = [
+    "Ichabod Crane was a schoolmaster in the valley.",
+    "The schoolhouse stood on a lonely hill near a brook.",
+    "Ichabod was fond of the good things of the table.",
+    "Katrina Van Tassel was the daughter of a rich farmer.",
+    "Ichabod told many stories of witchcraft by the fire.",
+    "The party at the Van Tassel house lasted late into the night.",
+    "Ichabod sang psalms in the church on Sundays.",
+    "The wind moaned through the trees of the hollow.",
+]
+CHASE_QUESTION = "Who chased Ichabod across the bridge?"
+#: Two sentences answering it about as well: question words and a person each.
+COMPARABLE = (
+    "An angry farmer chased Ichabod across the bridge at midnight.",
+    "A tall soldier chased Ichabod across the bridge in the dark.",
+)
+
+
+def _passages(top: str, low: str) -> list[NodeWithScore]:
+    """Ten retrieved passages: ``top`` first, ``low`` tenth, filler between."""
+    texts = [top, *FILLER, low]
+    meta = {"file_name": "hollow.txt"}
+    return [
+        NodeWithScore(node=TextNode(text=text, metadata=meta), score=1 - i / 20)
+        for i, text in enumerate(texts)
+    ]
+
+
+def _leader(minilm: MiniLMEmbedding, nodes: list[NodeWithScore]) -> str:
+    synth = ExtractiveSynthesizer(embed_model=minilm, top_n=3)
+    return synth.synthesize(CHASE_QUESTION, nodes).metadata[EVIDENCE_KEY][0]["text"]
+
+
+@pytest.mark.parametrize("top", [0, 1], ids=["farmer-first", "soldier-first"])
+def test_between_comparable_sentences_the_top_passage_leads(minilm, top):
+    """Whichever of two comparably good sentences the retriever ranked first leads: a sentence
+    of the tenth passage does not win on small differences of wording."""
+    first, tenth = COMPARABLE[top], COMPARABLE[1 - top]
+    assert _leader(minilm, _passages(first, tenth)) == first
+
+
+def test_a_clearly_better_sentence_of_a_low_passage_still_leads(minilm):
+    """The top passage neither names the chase nor a new person; the tenth does both."""
+    weak = "Ichabod rode slowly home through the dark wood."
+    strong = "Brom Bones, disguised as a horseman, chased Ichabod across the bridge."
+    assert _leader(minilm, _passages(weak, strong)) == strong
+
+
 def test_story_order_lists_evidence_in_narrative_order(minilm):
     synth = ExtractiveSynthesizer(embed_model=minilm, top_n=4, order="story")
     response = synth.synthesize("What happened to Peter in the garden?", _story_chunks())

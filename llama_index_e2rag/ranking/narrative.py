@@ -228,6 +228,11 @@ class Signals:
     cue: Optional[TemporalCue] = None
     #: the anchor clause's own lexical / dense / event arrays (its anchors depend on weights)
     clause: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None
+    #: the question's best cosine with any passage: how much the story has to say about it at
+    #: all, which the z-scored signals cannot tell (``ranking.scores`` calibrates with it)
+    story_match: float = 0.0
+    #: each passage's cosine with the question (``dense`` before standardising)
+    cosine: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
 
 
 def zscore(values: np.ndarray) -> np.ndarray:
@@ -249,13 +254,16 @@ def signals(
     clause: Optional[tuple[np.ndarray, np.ndarray, QueryGraph]] = None,
 ) -> Signals:
     """Signal arrays for one question; ``clause`` is the anchor clause's (BM25, vector, graph)."""
+    cosine = table.vectors @ _unit(query_vector) if len(table) else np.zeros(0)
     out = Signals(
         lexical=zscore(lexical),
-        dense=zscore(table.vectors @ _unit(query_vector)) if len(table) else np.zeros(0),
+        dense=zscore(cosine),
         mention=mention_signal(table, graph.names),
         event=event_signal(table, graph),
         co_event=co_event_signal(table, graph),
         cue=cue,
+        story_match=float(cosine.max()) if cosine.size else 0.0,
+        cosine=cosine,
     )
     if clause is not None:
         c_lex, c_vec, c_graph = clause

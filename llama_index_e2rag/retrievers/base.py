@@ -7,8 +7,10 @@ process wait until it returns, and it waits for a commit under way.
 
 It is also the one place where what every mode shares happens to the results: ``filters``
 (``filters.py``: each retriever restricts its candidates to the allowed documents before
-ranking; this base drops whatever graph expansion still brought in from other documents) and the
-source's ``file_name`` / ``title`` on every result.
+ranking; this base drops whatever graph expansion still brought in from other documents), the
+source's ``file_name`` / ``title`` on every result, and the score on the 0-1 scale of
+``ranking.scores`` (``_calibrate``; the mode's raw score stays in ``signals["raw_score"]``, the
+order of the results is the mode's own).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryType
 from llama_index.core.vector_stores.types import MetadataFilters
 
+from llama_index_e2rag.context import SIGNALS_KEY
 from llama_index_e2rag.filters import (
     DocScope,
     check_filters,
@@ -26,7 +29,11 @@ from llama_index_e2rag.filters import (
     result_doc_id,
     with_source,
 )
+from llama_index_e2rag.ranking.scores import cosine_score
 from llama_index_e2rag.stores import Stores
+
+#: Key of ``metadata["signals"]`` holding the mode's own score before calibration.
+RAW_SCORE_KEY = "raw_score"
 
 
 class StoresRetriever(BaseRetriever):
@@ -45,10 +52,20 @@ class StoresRetriever(BaseRetriever):
         documents come and go."""
         return resolve_scope(self._stores, self.filters)
 
+    def _calibrate(self, raw: float, signals: dict[str, float]) -> float:
+        """The 0-1 score of a raw score (default: a cosine, clipped); ``signals`` is the
+        result's ``metadata["signals"]``, for modes whose calibration needs more than ``raw``."""
+        return cosine_score(raw)
+
     def _finish(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
         scope = self._scope()
         if scope is not None:
             nodes = [item for item in nodes if scope.allows(result_doc_id(item))]
+        for item in nodes:
+            if item.score is not None:
+                signals = _signals_of(item)
+                signals[RAW_SCORE_KEY] = item.score
+                item.score = self._calibrate(item.score, signals)
         return with_source(self._stores, nodes)
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
@@ -58,3 +75,13 @@ class StoresRetriever(BaseRetriever):
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         async with self._stores.areading():
             return self._finish(await super().aretrieve(str_or_query_bundle))
+
+
+def _signals_of(item: NodeWithScore) -> dict[str, float]:
+    """The result's ``signals`` dict (created when the mode records none), kept out of what
+    the LLM reads and what is embedded, like the rest of the bookkeeping."""
+    node = item.node
+    for excluded in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
+        if SIGNALS_KEY not in excluded:
+            excluded.append(SIGNALS_KEY)
+    return node.metadata.setdefault(SIGNALS_KEY, {})

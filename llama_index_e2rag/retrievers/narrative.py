@@ -12,8 +12,11 @@ The default mode of ``E2RAGIndex``. One query:
    the last passage at a sentence end.
 
 Every returned node says what brought it: ``metadata["signals"]`` holds each signal's weighted
-contribution to its score; a passage brought by continuation also has ``continuation`` (the score
-of the hit it continues, not part of its own score) and ``metadata["continues"]`` (that hit's id).
+contribution to its raw score (their sum, ``raw_score``) and ``story_match``, the question's best
+cosine with any passage; a passage brought by continuation also has ``continuation`` (the raw
+score of the hit it continues, not part of its own score) and ``metadata["continues"]`` (that
+hit's id). ``score`` is the raw score put on the cosine scale of the other modes, 0-1
+(``ranking.scores``).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from llama_index_e2rag.ranking.narrative import (
     rank,
     signals,
 )
+from llama_index_e2rag.ranking.scores import narrative_score
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
 from llama_index_e2rag.retrievers.budget import TRIMMED_KEY, check_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
@@ -68,6 +72,9 @@ from llama_index_e2rag.stores import Stores
 
 #: Metadata key naming the passage a continuation follows (or, for *before*, precedes).
 CONTINUES_KEY = "continues"
+#: Key of ``metadata["signals"]``: the question's best cosine with any passage (calibrates the
+#: score, see ``ranking.scores``).
+STORY_MATCH_KEY = "story_match"
 _HIDDEN = (*BOOKKEEPING_KEYS, CONTINUES_KEY, TRIMMED_KEY, "span")
 logger = logging.getLogger(__name__)
 
@@ -233,6 +240,7 @@ class NarrativeRetriever(StoresRetriever):
             row: Ranked = item.piece.key
             node = by_id[table.ids[row.row]]
             explanation = dict(row.contributions)
+            explanation[STORY_MATCH_KEY] = round(sig.story_match, 4)
             meta = dict(chunk_meta.get(node.chunk_id or "", {}))
             if row.continued_from is not None:
                 explanation["continuation"] = round(_score_of(ranked, row.continued_from), 4)
@@ -246,6 +254,10 @@ class NarrativeRetriever(StoresRetriever):
                 )
             )
         return results
+
+    def _calibrate(self, raw: float, signals: dict[str, float]) -> float:
+        """The fused sum as the cosine of equal relevance (``ranking.scores``)."""
+        return narrative_score(raw, signals.get(STORY_MATCH_KEY, 0.0))
 
     def _depth(self, table: Any) -> int:
         """How many ranked passages to consider: ``similarity_top_k``, or enough for the budget."""

@@ -25,7 +25,8 @@ from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.passage_cache import narrative_state
 from llama_index_e2rag.ranking.narrative import SIGNALS, NarrativeWeights
-from llama_index_e2rag.retrievers.narrative import SIGNALS_KEY, NarrativeRetriever
+from llama_index_e2rag.retrievers.base import RAW_SCORE_KEY
+from llama_index_e2rag.retrievers.narrative import SIGNALS_KEY, STORY_MATCH_KEY, NarrativeRetriever
 from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
 from llama_index_e2rag.text import count_words, split_sentences
 
@@ -143,8 +144,17 @@ def _start(result: NodeWithScore) -> int:
     return result.node.start_char_idx
 
 
+#: Keys of the signals that record the score's calibration, not a contribution to it.
+_CALIBRATION = {"continuation", RAW_SCORE_KEY, STORY_MATCH_KEY}
+
+
 def _signal_sum(result: NodeWithScore) -> float:
-    return sum(v for k, v in result.node.metadata[SIGNALS_KEY].items() if k != "continuation")
+    return sum(v for k, v in result.node.metadata[SIGNALS_KEY].items() if k not in _CALIBRATION)
+
+
+def _raw(result: NodeWithScore) -> float:
+    """The fused score before its calibration to 0-1 (``ranking.scores``)."""
+    return result.node.metadata[SIGNALS_KEY][RAW_SCORE_KEY]
 
 
 # -- the default mode ----------------------------------------------------------------------------
@@ -265,13 +275,13 @@ def test_each_score_is_the_sum_of_its_signal_contributions(stories, story):
         by_id = {r.node.node_id: r for r in results}
         for result in results:
             signals = result.node.metadata[SIGNALS_KEY]
-            assert set(signals) <= set(SIGNALS) | {"continuation"}
-            assert result.score == pytest.approx(_signal_sum(result), abs=1e-3)
+            assert set(signals) <= set(SIGNALS) | _CALIBRATION
+            assert _raw(result) == pytest.approx(_signal_sum(result), abs=1e-3)
         # a continuation names its parent's score; the parent comes right before it
         for before, result in zip(results, results[1:]):
             if "continuation" in result.node.metadata[SIGNALS_KEY]:
                 assert result.node.metadata[SIGNALS_KEY]["continuation"] == pytest.approx(
-                    before.score, abs=1e-3
+                    _raw(before), abs=1e-3
                 )
                 assert _start(result) >= before.node.end_char_idx
         assert len(by_id) == len(results)
@@ -320,7 +330,7 @@ def test_switching_the_anchor_off_takes_its_contribution_away(
     for boosted in with_anchor:
         bonus = boosted.node.metadata[SIGNALS_KEY].get("anchor", 0.0)
         same = without[ids_without.index(boosted.node.node_id)]
-        assert same.score == pytest.approx(boosted.score - bonus, abs=1e-3)
+        assert _raw(same) == pytest.approx(_raw(boosted) - bonus, abs=1e-3)
         for name in ("lexical", "dense", "mention", "event", "co_event"):
             assert same.node.metadata[SIGNALS_KEY].get(name) == boosted.node.metadata[
                 SIGNALS_KEY
@@ -339,7 +349,7 @@ def test_a_disabled_signal_never_explains_a_result(stories, signal):
         switched = _everything(index, question, disable=(signal,))
         assert not any(signal in r.node.metadata[SIGNALS_KEY] for r in switched)
         for result in switched:
-            assert result.score == pytest.approx(_signal_sum(result), abs=1e-3)
+            assert _raw(result) == pytest.approx(_signal_sum(result), abs=1e-3)
 
 
 def test_lexical_weight_alone_ranks_by_bm25(peter):

@@ -1,0 +1,154 @@
+"""Scores a LlamaIndex user can use: 0-1 in every mode, the mode's own order, cutoffs that mean
+something, and fair mixes in ``QueryFusionRetriever`` (``ranking/scores.py``).
+
+On the real offline default (MiniLM + spaCy, LLM-free layers of every mode) over the bundled
+*Tale of Peter Rabbit*. The questions on topic are about the story; those off topic are about
+things it never mentions.
+"""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.postprocessor import SimilarityPostprocessor
+from llama_index.core.retrievers import QueryFusionRetriever
+from llama_index.core.schema import QueryBundle
+
+from llama_index_e2rag import NoLLM
+from llama_index_e2rag.context import SIGNALS_KEY
+from llama_index_e2rag.demo import sample_document
+from llama_index_e2rag.embeddings import MiniLMEmbedding
+from llama_index_e2rag.index import E2RAGIndex
+from llama_index_e2rag.modes import RETRIEVER_MODES
+from llama_index_e2rag.retrievers.base import RAW_SCORE_KEY
+
+ON_TOPIC = [
+    "Where did Peter lose his shoes?",
+    "Who chased Peter round the garden?",
+    "What did Peter's mother give him when he was ill?",
+]
+OFF_TOPIC = [
+    "What is the capital of France and what is its population?",
+    "How does a jet engine produce thrust?",
+    "Which programming language has the borrow checker?",
+]
+#: One cutoff for every mode: scores share one scale.
+CUTOFF = 0.3
+FUSION_MODES = ["simple", "reciprocal_rerank", "relative_score", "dist_based_score"]
+TOP = 6
+
+
+@pytest.fixture(scope="module")
+def embed() -> MiniLMEmbedding:
+    return MiniLMEmbedding()
+
+
+@pytest.fixture(scope="module")
+def index(embed) -> E2RAGIndex:
+    from llama_index_e2rag import ChronoLayerBuilder, EventGraphBuilder, SentenceGraphBuilder
+
+    return E2RAGIndex.from_documents(
+        [sample_document()],
+        embed_model=embed,
+        llm=None,
+        doc_builders=[ChronoLayerBuilder(), SentenceGraphBuilder(), EventGraphBuilder()],
+    )
+
+
+@pytest.fixture(scope="module")
+def vector_index(index, embed) -> VectorStoreIndex:
+    """A plain LlamaIndex index of the same story with the same embedding, chunked as ours is
+    (cosines depend on the length of what is embedded; the narrative score is calibrated
+    against chunks of this size)."""
+    splitter = SentenceSplitter(chunk_size=index.chunk_size, chunk_overlap=index.chunk_overlap)
+    return VectorStoreIndex.from_documents(
+        [sample_document()], embed_model=embed, transformations=[splitter]
+    )
+
+
+@pytest.mark.parametrize("mode", RETRIEVER_MODES)
+def test_every_mode_scores_on_0_to_1_keeping_its_raw_score_and_its_order(index, mode):
+    retriever = index.as_retriever(mode=mode)
+    for question in ON_TOPIC + OFF_TOPIC:
+        raw = retriever._retrieve(QueryBundle(question))  # the mode before calibration
+        results = retriever.retrieve(question)
+        assert results, question
+        assert [r.node.node_id for r in results] == [r.node.node_id for r in raw]
+        for result, before in zip(results, raw):
+            assert 0.0 <= result.score <= 1.0
+            assert result.node.metadata[SIGNALS_KEY][RAW_SCORE_KEY] == before.score
+            assert SIGNALS_KEY in result.node.excluded_llm_metadata_keys
+        # the calibration is monotone: a higher raw score never gets a lower score
+        pairs = sorted((r.node.metadata[SIGNALS_KEY][RAW_SCORE_KEY], r.score) for r in results)
+        assert [s for _, s in pairs] == sorted(s for _, s in pairs)
+
+
+@pytest.mark.parametrize("mode", RETRIEVER_MODES)
+def test_a_similarity_cutoff_removes_more_for_an_off_topic_question(index, mode):
+    retriever = index.as_retriever(mode=mode)
+    cutoff = SimilarityPostprocessor(similarity_cutoff=CUTOFF)
+
+    def kept(questions: list[str]) -> float:
+        shares = []
+        for question in questions:
+            results = retriever.retrieve(question)
+            shares.append(len(cutoff.postprocess_nodes(results)) / len(results))
+        return sum(shares) / len(shares)
+
+    on, off = kept(ON_TOPIC), kept(OFF_TOPIC)
+    assert on > off + 0.25, (on, off)
+
+
+def test_the_default_mode_is_comparable_across_questions(index):
+    """The best passage of an on-topic question outscores the best of any off-topic one: no
+    per-question normalisation puts every top result at 1.0."""
+    retriever = index.as_retriever()
+    on = [retriever.retrieve(q)[0].score for q in ON_TOPIC]
+    off = [max(r.score for r in retriever.retrieve(q)) for q in OFF_TOPIC]
+    assert min(on) > max(off), (on, off)
+    assert max(on) < 1.0
+
+
+def _fusion(retrievers: list, mode: str) -> QueryFusionRetriever:
+    return QueryFusionRetriever(
+        retrievers, llm=NoLLM(), mode=mode, num_queries=1, similarity_top_k=TOP, use_async=False
+    )
+
+
+def _contributions(retrievers: list, fusion_mode: str) -> list[list[int]]:
+    """Per on-topic question, how many of the fused top results came from each retriever."""
+    fusion = _fusion(retrievers, fusion_mode)
+    rows = []
+    for question in ON_TOPIC:
+        own = [{r.node.node_id for r in retriever.retrieve(question)} for retriever in retrievers]
+        fused = [r.node.node_id for r in fusion.retrieve(question)]
+        rows.append([sum(node_id in ids for node_id in fused) for ids in own])
+    return rows
+
+
+@pytest.mark.parametrize("fusion_mode", FUSION_MODES)
+def test_fusing_two_of_our_modes_mixes_both(index, fusion_mode):
+    ours = [index.as_retriever(), index.as_retriever(mode="grounded", similarity_top_k=3)]
+    for counts in _contributions(ours, fusion_mode):
+        assert min(counts) >= 1, counts
+
+
+SIMPLE_WITH_VECTORS = pytest.mark.xfail(
+    strict=True,
+    reason="simple keeps each result's own score: on this short story every passage matches "
+    "the questions closely (story_match 0.70-0.77), and the calibration (fitted on FairytaleQA "
+    "train) rates even the 6th narrative passage as likely to hold the evidence as the best "
+    "chunk of a VectorStoreIndex chunked like ours, so simple fills its slots with ours for 2 "
+    "of the 3 questions; the rank- and score-normalising modes mix both",
+)
+
+
+@pytest.mark.parametrize(
+    "fusion_mode",
+    [pytest.param(m, marks=SIMPLE_WITH_VECTORS) if m == "simple" else m for m in FUSION_MODES],
+)
+def test_fusing_ours_with_a_vector_store_index_mixes_both(index, vector_index, fusion_mode):
+    retrievers = [index.as_retriever(), vector_index.as_retriever(similarity_top_k=TOP)]
+    for counts in _contributions(retrievers, fusion_mode):
+        assert min(counts) >= 1, counts
