@@ -371,7 +371,7 @@ def _os_reason(exc: OSError, store: Optional[Path]) -> str:
 # -- commands ------------------------------------------------------------------------------------
 def _cmd_index(args: argparse.Namespace) -> int:
     from llama_index_e2rag.index import E2RAGIndex
-    from llama_index_e2rag.ownership import Kind, claim
+    from llama_index_e2rag.ownership import Kind, claim, release
     from llama_index_e2rag.validation import validate_documents
 
     flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
@@ -383,7 +383,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
     documents = read_documents(args.paths, encoding=args.encoding)
     validate_documents(documents)  # bad input writes nothing, not even the folder
     # ours, or refused, before anything is written (the LLM cache below lives in it)
-    existing = claim(args.store, "--store").kind is Kind.STORE
+    was = claim(args.store, "--store").kind
+    existing = was is Kind.STORE
     options = {
         "chunk_size": args.chunk_size,
         "chunk_overlap": args.chunk_overlap,
@@ -408,7 +409,11 @@ def _cmd_index(args: argparse.Namespace) -> int:
         index.storage_context.persist(str(args.store))
     else:  # a new store, or what a first save killed before it finished left: written over
         documents, skipped = _skip_same_text(documents, {}, args.allow_duplicates)
-        index = E2RAGIndex.from_documents(documents, doc_builders=builders, **options)
+        try:
+            index = E2RAGIndex.from_documents(documents, doc_builders=builders, **options)
+        except BaseException:  # stopped before saving: leave the folder as the user had it
+            release(args.store, was)
+            raise
         index.storage_context.persist(str(args.store))
     from llama_index_e2rag.cli_show import node_counts
 

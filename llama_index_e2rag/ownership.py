@@ -159,3 +159,19 @@ def mark(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def release(folder: Path, was: Kind) -> None:
+    """Undo ``claim`` of a folder that was MISSING or EMPTY when a first build stopped before
+    its save began (an error, a Ctrl-C): only the marker and the folders it made go, so the
+    user finds what was there before. Anything else of ours in it (an LLM cache worth keeping
+    for the next run) keeps the folder, which then reads as unfinished."""
+    if was not in (Kind.MISSING, Kind.EMPTY) or not has_marker(folder):
+        return
+    home = Path(folder) / E2RAG_DIR
+    if os.listdir(home) != [MARKER_FILE] or os.listdir(folder) != [E2RAG_DIR]:
+        return
+    (home / MARKER_FILE).unlink()
+    home.rmdir()
+    if was is Kind.MISSING:
+        Path(folder).rmdir()

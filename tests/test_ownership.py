@@ -11,6 +11,8 @@ import pytest
 from llama_index_e2rag.errors import ForeignFolderError
 from llama_index_e2rag.files import swap_folder
 from llama_index_e2rag.ownership import (
+    has_marker,
+    release,
     MARKER_FILE,
     MARKER_TEXT,
     POINTER,
@@ -125,3 +127,28 @@ def test_swap_folder_deletes_only_the_folder_it_replaced(tmp_path: Path) -> None
     assert [p.name for p in (tmp_path / "lexical").iterdir()] == ["new.txt"]
     assert (tmp_path / ".lexical.old" / "theirs.txt").read_text() == "theirs"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lexical.old", "lexical"]
+
+
+@pytest.mark.parametrize("start", ["missing", "empty"])
+def test_release_leaves_a_folder_as_it_was_before_the_claim(start: str, tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    if start == "empty":
+        folder.mkdir()
+    was = claim(folder).kind
+    release(folder, was)
+    assert (folder.exists(), list(folder.iterdir()) if folder.exists() else []) == (
+        (start == "empty"), []
+    )
+
+
+def test_release_keeps_what_else_of_ours_the_folder_holds_and_any_store(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    was = claim(folder).kind
+    (folder / "llm_cache.json").write_text("{}")  # answers paid for: kept for the next run
+    release(folder, was)
+    assert inspect(folder).kind is Kind.UNFINISHED
+    stored = write(tmp_path / "stored", {"e2rag/manifest.json": json.dumps(
+        {"format": "llama-index-e2rag/store"})})
+    was = claim(stored).kind
+    release(stored, was)  # a store is never released
+    assert inspect(stored).kind is Kind.STORE and has_marker(stored)
