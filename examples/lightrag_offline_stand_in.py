@@ -15,6 +15,8 @@ With a real LLM (set ``OPENAI_API_KEY``, or pass your LightRAG LLM function) non
 Embeddings offline are the package's MiniLM int8 ONNX model (``[offline]`` extra), and tokens are
 words (``lightrag_ext.word_tokenizer``: LightRAG's default, tiktoken, downloads its vocabulary).
 """
+# not-an-example: the LLM stand-in lightrag_extend_existing.py imports
+
 
 from __future__ import annotations
 
