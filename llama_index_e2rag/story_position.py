@@ -27,9 +27,10 @@ _NUMBER = (
 #: A heading line: "CHAPTER III.", "Chapter 3: The Net", "BOOK ONE", "Part II — Home", also as
 #: a Markdown heading ("# Chapter 1": .md files, and HTML or EPUB as LlamaIndex's readers give
 #: them); the whole line is the heading, so prose that happens to start with "Part of" is not one.
+#: Lines may end in CRLF (every Project Gutenberg file does): ``$`` stops before the ``\n`` only.
 _HEADING = re.compile(
     r"^[ \t]*(?:#{1,6}[ \t]+)?(chapter|book|part|section|canto|act|scene|stave|letter)[ \t]+(" + _NUMBER + r")"
-    r"[ \t]*(?:[.:\-\u2014][^\n]{0,70})?[ \t]*$",
+    r"[ \t]*(?:[.:\-\u2014][^\r\n]{0,70})?[ \t\r]*$",
     re.IGNORECASE | re.MULTILINE,
 )
 #: Metadata keys (in order of preference) naming where a node's text came from.

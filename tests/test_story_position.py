@@ -33,6 +33,17 @@ def test_headings_are_whole_heading_lines_with_their_number():
     assert "Part" not in " ".join(label for _, label in found)
 
 
+def test_headings_are_found_whatever_the_line_endings():
+    # every Project Gutenberg file ends its lines in CRLF; old Mac files in CR alone are rare
+    for ending in ("\r\n", "\n"):
+        book = BOOK.replace("\n", ending)
+        found = headings(book)
+        assert [label for _, label in found] == ["Chapter I", "Chapter 2", "Book Three"], ending
+        assert [offset for offset, _ in found] == [
+            book.index("CHAPTER I."), book.index("Chapter 2"), book.index("BOOK THREE")
+        ]
+
+
 def test_markdown_headings_are_headings_and_hashes_in_prose_are_not():
     # .md books, and HTML or EPUB as LlamaIndex's readers (html2text) give them
     book = "# Chapter 1\n\nPeter ran.\n\n## CHAPTER II. The Net\n\nHe hid.\n\n#Chapter 3\nissue #4"
