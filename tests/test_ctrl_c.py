@@ -69,13 +69,18 @@ def book(words: int, seed: int = 7) -> str:
 
 
 def _tree(folder: Path) -> Optional[dict[str, str]]:
-    """Every file under ``folder`` with the hash of its bytes (None: no folder)."""
+    """Every file under ``folder`` with the hash of its bytes (None: no folder), but SQLite's
+    own companions of an open database: its shared-memory index (``-shm``) and an empty
+    write-ahead log (a reader's, holding no write); a log with content is kept, so a write
+    that got in shows."""
     if not folder.exists():
         return None
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.rglob("*"))
         if p.is_file()
+        and not p.name.endswith("-shm")
+        and not (p.name.endswith("-wal") and p.stat().st_size == 0)
     }
 
 
