@@ -78,7 +78,9 @@ class Checksums:
         new = content_sum(data)
         target = self.persist_dir / name
         with self._locked():
-            old = self.read().get(name, [])
+            old = self.read().get(name)
+            if old is None:  # a file saved before it had an entry (0.1.0's): still accepted
+                old = [file_sum(target)] if target.is_file() else []
             self._set(name, [s for s in old if s != new] + [new])
             atomic_replace(target, lambda tmp: tmp.write_bytes(data))
             self._set(name, [new])

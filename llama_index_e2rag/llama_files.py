@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from llama_index.core.storage.docstore.simple_docstore import SimpleDocumentStore
 from llama_index.core.storage.index_store.simple_index_store import SimpleIndexStore
@@ -43,8 +43,13 @@ class AtomicKVStore(SimpleKVStore):
     """``SimpleKVStore`` whose ``persist`` never leaves a cut file (same data and layout, so an
     existing store's class is switched in place)."""
 
+    #: called with the persist directory before the file is written (``migrate.Conversion``)
+    before_persist: Optional[Callable[[Path], None]] = None
+
     def persist(self, persist_path: str, fs: Optional[Any] = None) -> None:
         check_local(fs)
+        if self.before_persist is not None:
+            self.before_persist(Path(persist_path).parent)
         write_checked(persist_path, json.dumps(self._collections_mappings))
 
 

@@ -75,7 +75,7 @@ def load_index(persist_dir: str | Path, **kwargs: Any) -> "E2RAGIndex":
     persist_dir = Path(persist_dir)
     if inspect(persist_dir).kind is not Kind.STORE:
         raise no_store(persist_dir, "persist an index there first")
-    if not (persist_dir / E2RAG_DIR).is_dir() and is_legacy(persist_dir):
+    if is_legacy(persist_dir):  # (with an e2rag/ folder beside: a conversion not committed)
         storage = StorageContext.from_defaults(persist_dir=str(persist_dir))
         return load_index_from_storage(storage, persist_dir=str(persist_dir), **kwargs)
     check_readable(persist_dir)

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from llama_index.core.graph_stores.simple import (
     DEFAULT_PERSIST_FNAME as DEFAULT_GRAPH_STORE_FILE,
@@ -46,6 +46,9 @@ from llama_index_e2rag.ownership import MANIFEST_FILE, POINTER, STORE_FORMAT, cl
 from llama_index_e2rag.stores import Stores
 from llama_index_e2rag.vectors.base import VectorStorage
 from llama_index_e2rag.vectors.embedded import EmbeddedVectors
+
+if TYPE_CHECKING:
+    from llama_index_e2rag.migrate import Conversion
 
 #: The parts of our folder (``checksums.E2RAG_DIR``) inside a persist directory.
 VECTORS_DIR = "vectors"
@@ -72,37 +75,56 @@ class StoresSlot:
     """
 
     def __init__(
-        self, stores: Stores, home: Optional[Path], label: str, legacy: bool = False
+        self,
+        stores: Stores,
+        home: Optional[Path],
+        label: str,
+        conversion: Optional["Conversion"] = None,
     ) -> None:
         self.stores = stores
         self.home = home
-        #: converted from a 0.1.0 store: its old vector files go once the new layout is saved
-        self.legacy = legacy
+        #: a 0.1.0 store converted in memory, which the next persist commits
+        self.conversion = conversion
         #: a tqdm bar over the saving steps (the index's ``show_progress``)
         self.show_progress = False
         #: where the vectors live: ``EMBEDDED`` or the external store's name
         self.label = label
 
     def persist(self, persist_path: str, fs: Any = None) -> None:
-        """Save the stores beside ``persist_path`` and write the pointer in its place (alone:
-        no commit or retrieval of any process runs meanwhile)."""
+        """Save the stores beside ``persist_path`` and write the pointer in its place; then
+        finish a conversion from 0.1.0 committed there (``migrate.finish_conversion``)."""
+        from llama_index_e2rag.migrate import finish_conversion
+
         check_local(fs)
-        claim(Path(persist_path).parent)  # (llama-index's files came first: claimed there too)
-        home = Path(persist_path).parent.resolve() / E2RAG_DIR
+        self.convert(Path(persist_path).parent)  # (done already, before llama-index's files)
+        self.save_stores(Path(persist_path))
+        finish_conversion(Path(persist_path).parent)
+
+    def convert(self, folder: Path) -> None:
+        """Commit a pending 0.1.0 conversion into ``folder`` (``migrate.Conversion``); the
+        storage context's docstore and index store call this before they write their files."""
+        conversion, self.conversion = self.conversion, None  # (the commit writes the index
+        if conversion is None:  # store, which calls back here to find nothing pending)
+            return
+        try:
+            conversion.commit(self, Path(folder))
+        except BaseException:
+            self.conversion = conversion
+            raise
+
+    def save_stores(self, pointer: Path) -> None:
+        """Our stores into ``e2rag/`` beside ``pointer``, then the pointer (alone: no commit or
+        retrieval of any process runs meanwhile)."""
+        claim(pointer.parent)  # (llama-index's files may have come first: claimed there too)
+        home = pointer.parent.resolve() / E2RAG_DIR
         locks = self.stores.locks
         if locks.home is None or locks.home != home:
             locks.bind(home)  # a first save, or a copy: lock the folder written to
         with locks.writer(), locks.committing():
             save(self.stores, home, self.show_progress)
             self.home = home
-            write_pointer(Path(persist_path), home, new_save_id())
+            write_pointer(pointer, home, new_save_id())
         bind(self.stores, home)
-        if self.legacy:  # 0.1.0's vector files, now in the new layout (none of another index)
-            from llama_index_e2rag.migrate import legacy_vector_files
-
-            for path in legacy_vector_files(home.parent):
-                path.unlink(missing_ok=True)
-            self.legacy = False
 
 
 def new_save_id() -> str:
@@ -293,18 +315,20 @@ def open_stores(
     graph (a crash may have stopped a save between the graph's commit and ``persist``)."""
     check_slot(storage_context)
     make_atomic(storage_context)
-    home = find_home(storage_context, persist_dir)
+    legacy = index_struct is not None and bool(index_struct.graph_json)
+    # a 0.1.0 store is its llama-index files alone (an e2rag/ folder or pointer beside them is
+    # a conversion that did not commit: ``migrate.Conversion``)
+    home = None if legacy else find_home(storage_context, persist_dir)
     slot = storage_context.graph_store
     if isinstance(slot, StoresSlot) and graph_store is None:
         return slot.stores, slot.label  # another index object over the same storage context
     if graph_store is None and isinstance(slot, GraphStore):
         graph_store = slot  # StorageContext.from_defaults(graph_store=PostgresGraphStore(...))
-    legacy = index_struct is not None and bool(index_struct.graph_json)
+    conversion = None
     if legacy:
         from llama_index_e2rag.migrate import legacy_stores
 
-        stores, label = legacy_stores(index_struct, storage_context, graph_store)
-        home = None  # converted in memory: the next persist writes the new layout
+        stores, label, conversion = legacy_stores(index_struct, storage_context, graph_store)
     else:
         from llama_index_e2rag import store_check
 
@@ -345,13 +369,25 @@ def open_stores(
             if home is not None:
                 store_check.check_counts(stores, home.parent)
                 bind(stores, home)
+                forget_converted(storage_context, home.parent)
             if home is not None or (graph_store is not None and graph.doc_orders()):
                 stores.reconcile_docstore()
             stores.sync()
     storage_context.graph_store = StoresSlot(  # type: ignore[assignment]
-        stores, home, label, legacy
+        stores, home, label, conversion
     )
+    if conversion is not None:
+        conversion.hook(storage_context)
     return stores, label
+
+
+def forget_converted(storage_context: StorageContext, folder: Path) -> None:
+    """Leave out 0.1.0's vector files that a committed conversion still has to remove (read
+    as vector stores by llama-index's loader, they would be written back by ``persist``)."""
+    from llama_index_e2rag.migrate import LEGACY_SUFFIX, recorded
+
+    for name in recorded(folder):
+        storage_context.vector_stores.pop(name[: -len(LEGACY_SUFFIX)], None)
 
 
 def label_of(config: Mapping[str, Any]) -> str:

@@ -39,12 +39,15 @@ def repair_store(
     ``embed_model`` re-embeds (default: as everywhere, ending at the offline MiniLM);
     ``index_kwargs`` (e.g. ``llm=``) go to the index when documents must be extracted again.
     """
-    from llama_index_e2rag.loading import no_store
+    from llama_index_e2rag.loading import is_legacy, no_store
     from llama_index_e2rag.ownership import Kind, inspect
 
     persist_dir = Path(persist_dir)
     if inspect(persist_dir).kind is not Kind.STORE:  # repair writes only into our own stores
         raise no_store(persist_dir, "nothing to repair")
+    if is_legacy(persist_dir):  # (an e2rag/ folder beside it is a conversion not committed)
+        raise E2RAGError(f"{persist_dir} holds a llama-index-e2rag 0.1.0 store; convert it "
+                         f"with: e2rag migrate --store {persist_dir}")
     if not (persist_dir / E2RAG_DIR).is_dir():
         raise E2RAGError(f"{persist_dir} holds no e2rag store (no {E2RAG_DIR}/ folder)")
     report = RepairReport(before=full_check(persist_dir))

@@ -5,8 +5,10 @@ told, kills itself with SIGKILL just before its K-th write step.
     python tests/fault_worker.py serve     (lines "SCENARIO STORE_DIR K" on stdin)
 
 Write steps are the points where a write reaches the disk: ``os.replace`` / ``os.rename``,
-``os.fsync``, and each graph transaction's commit (``SQLGraphStore._bump`` runs inside it). With
-K = 0 nothing is killed and the worker prints the number of steps it made.
+``os.fsync``, and each graph transaction's commit (``SQLGraphStore._bump`` runs inside it); the
+scenarios converting a 0.1.0 store (``LEGACY_SCENARIOS``) count each ``os.unlink`` too, as the
+conversion ends by removing 0.1.0's vector files. With K = 0 nothing is killed and the worker
+prints the number of steps it made.
 """
 
 from __future__ import annotations
@@ -36,9 +38,12 @@ SEQUEL = (
     "Harry about the mirror in December."
 )
 STEPS = 0
+#: Scenarios that convert a copy of ``data/store_0_1_0`` (made with HashEmbedding(dim=32)).
+LEGACY_SCENARIOS = ("migrate", "convert", "convert_insert")
+LEGACY_DIM = 32
 
 
-def _arm(kill_at: int) -> None:
+def _arm(kill_at: int, unlinks: bool = False) -> None:
     """Count write steps; die at step ``kill_at``."""
     from llama_index_e2rag.graph import sql_store
 
@@ -59,6 +64,8 @@ def _arm(kill_at: int) -> None:
     os.rename = wrap(os.rename)
     os.fsync = wrap(os.fsync)
     sql_store.SQLGraphStore._bump = wrap(sql_store.SQLGraphStore._bump)
+    if unlinks:
+        os.unlink = wrap(os.unlink)
 
 
 def options() -> dict:
@@ -76,6 +83,21 @@ def load(store: Path):
     )
 
 
+def legacy_options() -> dict:
+    return dict(llm=ScriptedLLM(names=NAMES), embed_model=HashEmbedding(dim=LEGACY_DIM))
+
+
+def load_legacy(store: Path):
+    """A 0.1.0 store loaded the plain llama-index way (converted in memory)."""
+    from llama_index.core import StorageContext, load_index_from_storage
+
+    import llama_index_e2rag.index  # noqa: F401
+
+    return load_index_from_storage(
+        StorageContext.from_defaults(persist_dir=str(store)), **legacy_options()
+    )
+
+
 def build(store: Path) -> None:
     """The store every other scenario starts from: document ``a`` (OLD)."""
     from llama_index.core import Document
@@ -89,7 +111,7 @@ def build(store: Path) -> None:
 def main(scenario: str, store: Path, kill_at: int) -> None:
     from llama_index.core import Document
 
-    _arm(kill_at)
+    _arm(kill_at, unlinks=scenario in LEGACY_SCENARIOS)
     if scenario == "first_save":
         build(store)
     elif scenario == "insert":
@@ -108,6 +130,16 @@ def main(scenario: str, store: Path, kill_at: int) -> None:
         index = load(store)
         index.insert_documents([Document(text=SEQUEL, id_="b"), Document(text=NEW, id_="c")])
         index.storage_context.persist(str(store))
+    elif scenario == "migrate":  # ``e2rag migrate --store``
+        from llama_index_e2rag.migrate import migrate_store
+
+        migrate_store(store)
+    elif scenario == "convert":  # the persist after loading a 0.1.0 store
+        load_legacy(store).storage_context.persist(str(store))
+    elif scenario == "convert_insert":  # ... after adding a document to it
+        index = load_legacy(store)
+        index.insert(Document(text=SEQUEL, id_="book3"))
+        index.storage_context.persist(str(store))
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     print(STEPS)
@@ -118,6 +150,7 @@ def serve() -> None:
 
     import llama_index_e2rag.index  # noqa: F401
     import llama_index_e2rag.extract.e2rag  # noqa: F401
+    import llama_index_e2rag.migrate  # noqa: F401
 
     for line in sys.stdin:
         scenario, store, kill_at = line.split()

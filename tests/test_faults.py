@@ -24,6 +24,7 @@ from llama_index_e2rag.loading import load_index
 from llama_index_e2rag.repair import repair_store
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.store_check import full_check, missing_vectors
+from llama_index_e2rag.store_info import read_struct
 
 HERE = Path(__file__).parent
 #: Kill at every STRIDE-th write step (1: every step; the closing figures use 1, CI the default).
@@ -273,3 +274,89 @@ def test_readers_during_a_reinsert_see_the_store_before_or_after(
     ]
     print(f"reader trials: {len(seen)} rounds of {len(modes)} retrievals, {len(mixed)} mixed")
     assert not mixed and len(seen) >= 6, (len(mixed), len(seen), mixed[:1])
+
+
+# -- a 0.1.0 store's conversion killed at every write step -------------------------------------
+LEGACY = HERE / "data" / "store_0_1_0"
+QUESTIONS = ("What did Hermione do after the troll fight?", "Harry saw his parents in the mirror")
+
+
+def legacy_state(index: E2RAGIndex) -> dict[str, Any]:
+    """What a user gets back from a (converted) 0.1.0 store: the graph, every vector, the
+    docstore's documents and the answers of the modes a 0.1.0 store serves."""
+    graph = index.graph_store
+    nodes = graph.nodes()
+    vectors = index.stores.embeddings([n.id for n in nodes])
+    return {
+        "nodes": sorted(n.id for n in nodes),
+        "edges": sorted((e.source, e.target, e.kind.value) for e in graph.edges()),
+        "orders": graph.doc_orders(),
+        "failures": index.extraction_report(),
+        "vectors": {k: [round(float(x), 5) for x in v] for k, v in sorted(vectors.items())},
+        "docstore": sorted(index.docstore.get_all_ref_doc_info() or {}),
+        "answers": {
+            f"{mode}: {q}": [
+                n.node.node_id
+                for n in index.as_retriever(mode=mode, similarity_top_k=3).retrieve(q)
+            ]
+            for q in QUESTIONS
+            for mode in ("vector", "entity_event")
+        },
+    }
+
+
+def loaded_states(store: Path) -> list[dict[str, Any]]:
+    """The store's state through the CLI's loader and through llama-index's own."""
+    return [
+        legacy_state(load_index(store, **fault_worker.legacy_options())),
+        legacy_state(fault_worker.load_legacy(store)),
+    ]
+
+
+def leftovers(store: Path) -> list[str]:
+    """What a finished conversion leaves of 0.1.0 (nothing) or of itself (nothing)."""
+    return sorted(p.name for p in store.glob("e2rag_*__vector_store.json")) + sorted(
+        f"e2rag/{p.name}" for p in (store / "e2rag").glob("migrat*")
+    )
+
+
+@pytest.mark.parametrize("scenario", fault_worker.LEGACY_SCENARIOS)
+def test_a_migration_killed_at_any_step_keeps_the_0_1_0_store_or_the_converted_one(
+    scenario: str, server, tmp_path: Path
+) -> None:
+    """``migrate`` is killed at every step (every write of ``migrate.Conversion`` among them);
+    the persists after a load, which commit the same conversion, at every STRIDE-th."""
+    from llama_index_e2rag.cli import main
+
+    shutil.copytree(LEGACY, tmp_path / "legacy")
+    before = loaded_states(tmp_path / "legacy")[0]
+    done = tmp_path / "done"
+    shutil.copytree(LEGACY, done)
+    code, steps = server(scenario, done, 0)
+    assert code == 0 and steps > 10
+    after = loaded_states(done)[0]
+    assert (after == before) is (scenario != "convert_insert")
+    assert leftovers(done) == []
+    seen = {"0.1.0": 0, "converted": 0}
+    for kill_at in range(1, steps + 1, 1 if scenario == "migrate" else STRIDE):
+        store = tmp_path / f"k{kill_at}"
+        shutil.copytree(LEGACY, store)
+        code, _ = server(scenario, store, kill_at)
+        assert code == -9, f"step {kill_at} of {steps} was not reached"
+        legacy = bool(read_struct(store)["graph_json"])
+        for now in loaded_states(store):
+            assert now == (before if legacy else after), (
+                f"{scenario} killed at step {kill_at} of {steps}: the store lost or mixed data"
+            )
+        seen["0.1.0" if legacy else "converted"] += 1
+        code = main(["migrate", "--store", str(store)])  # finishes the job, whatever was left
+        assert code == 0 or (not legacy and not leftovers(store)), f"step {kill_at}: {code}"
+        assert leftovers(store) == [] and not read_struct(store)["graph_json"], kill_at
+        assert legacy_state(load_index(store, **fault_worker.legacy_options())) == (
+            before if legacy else after
+        )
+        problems = full_check(store).problems
+        assert not problems, (kill_at, problems)
+        shutil.rmtree(store)
+    print(f"fault trials {scenario}: {steps} steps, {seen}")  # shown with -s
+    assert seen["0.1.0"] and seen["converted"], seen

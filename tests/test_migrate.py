@@ -15,6 +15,8 @@ from scripted_llm import ScriptedLLM
 from llama_index_e2rag.cli import main
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.index import E2RAGIndex
+from llama_index_e2rag.loading import load_index
+from llama_index_e2rag.ownership import mark
 from llama_index_e2rag.schema import NodeKind
 from test_index import NAMES
 
@@ -93,10 +95,37 @@ def test_persisting_a_converted_store_writes_the_new_layout(legacy: Path) -> Non
     assert [n.node.node_id for n in after] == [n.node.node_id for n in before]
 
 
+def test_the_cli_loader_reads_a_0_1_0_store_also_once_claimed(legacy: Path) -> None:
+    """``e2rag index`` claims the folder (``e2rag/owner.json``) before it loads the store: the
+    0.1.0 store must still load with its vectors (its files, not the new folder, are the
+    store until a conversion commits)."""
+    struct, vectors = _old_struct(legacy), _old_vectors(legacy)
+    _check_everything_kept(load_index(legacy, embed_model=HashEmbedding(dim=32)), struct, vectors)
+    mark(legacy)
+    index = load_index(legacy, embed_model=HashEmbedding(dim=32))
+    _check_everything_kept(index, struct, vectors)
+    index.storage_context.persist(str(legacy))
+    _check_everything_kept(load_index(legacy, embed_model=HashEmbedding(dim=32)), struct, vectors)
+
+
+def test_persisting_a_converted_store_elsewhere_leaves_the_0_1_0_store_as_it_was(
+    legacy: Path, tmp_path: Path
+) -> None:
+    struct, vectors = _old_struct(legacy), _old_vectors(legacy)
+    before = {p.name: p.read_bytes() for p in legacy.iterdir()}
+    _load(legacy).storage_context.persist(str(tmp_path / "new"))
+    assert {p.name: p.read_bytes() for p in legacy.iterdir()} == before
+    assert not list((tmp_path / "new").glob("e2rag_*__vector_store.json"))
+    _check_everything_kept(_load(tmp_path / "new"), struct, vectors)
+    _check_everything_kept(_load(legacy), struct, vectors)
+
+
 def test_e2rag_migrate_converts_in_place(legacy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     struct, vectors = _old_struct(legacy), _old_vectors(legacy)
     assert main(["migrate", "--store", str(legacy)]) == 0
     assert "converted" in capsys.readouterr().out
+    assert not list(legacy.glob("e2rag_*__vector_store.json"))
+    assert not (legacy / "e2rag" / "migration.json").exists()  # the conversion's record
     _check_everything_kept(_load(legacy), struct, vectors)
     assert len(_load(legacy).graph_store.nodes(NodeKind.CHUNK)) == 5
     assert main(["migrate", "--store", str(legacy)]) == 1  # nothing left to convert
@@ -114,3 +143,14 @@ def test_the_narrative_mode_asks_to_reindex_a_0_1_0_store(legacy: Path) -> None:
     index = _load(legacy)  # 0.1.0 built no passages; every other mode works (above)
     with pytest.raises(E2RAGError, match="index its documents again"):
         index.as_retriever().retrieve("What did Hermione do after the troll fight?")
+
+
+def test_repair_sends_a_0_1_0_store_to_migrate_and_writes_nothing(legacy: Path) -> None:
+    from llama_index_e2rag.repair import repair_store
+
+    (legacy / "e2rag").mkdir()  # as a conversion killed before its commit may leave it
+    (legacy / "e2rag" / "owner.json").write_text("")
+    before = {p.name: p.read_bytes() for p in legacy.rglob("*") if p.is_file()}
+    with pytest.raises(E2RAGError, match="e2rag migrate --store"):
+        repair_store(legacy, embed_model=HashEmbedding(dim=32))
+    assert {p.name: p.read_bytes() for p in legacy.rglob("*") if p.is_file()} == before

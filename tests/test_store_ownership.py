@@ -150,7 +150,7 @@ def test_cli_index_refuses_the_user_folder_however_it_is_named(form: str, tmp_pa
 
 
 @pytest.mark.parametrize("command", [["migrate"], ["repair", "--quiet"], ["query", "Who?"],
-                                     ["show"]])
+                                     ["show"]], ids=lambda command: command[0])
 def test_other_cli_commands_leave_a_foreign_folder_as_it_was(
     command: list[str], tmp_path: Path
 ) -> None:
@@ -394,3 +394,31 @@ def test_traceback_logs_prune_only_their_own_files(tmp_path: Path) -> None:
     assert all((logs / name).read_text() == text for name, text in mine.items())
     assert len(list(logs.glob("e2rag-*.log"))) == cli_errors.KEEP_LOGS
 
+
+
+def test_a_migration_removes_only_the_0_1_0_files_it_converted_and_unchanged_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversion killed after its commit leaves 0.1.0's vector files, which the next
+    ``e2rag migrate`` removes: only those its record names, as they were when converted."""
+    from llama_index_e2rag import migrate
+    from llama_index_e2rag.cli import main
+
+    store = tmp_path / "store"
+    shutil.copytree(ROOT / "tests" / "data" / "store_0_1_0", store)
+    user_files(store)
+    monkeypatch.setattr(migrate, "finish_conversion", lambda folder: None)  # "killed" after it
+    migrate.migrate_store(store)
+    monkeypatch.undo()
+    old = sorted(p.name for p in store.glob("e2rag_*__vector_store.json"))
+    assert len(old) == 6 and (store / "e2rag" / migrate.RECORD_FILE).is_file()
+    (store / "e2rag_chunk__vector_store.json").write_text("mine")  # changed since: the user's
+    mine = {k: v for k, v in snapshot(store).items() if not k.startswith(("e2rag", "."))
+            and k.endswith((".txt", ".md", "sub"))}
+    assert main(["migrate", "--store", str(store)]) == 0
+    assert (store / "e2rag_chunk__vector_store.json").read_text() == "mine"
+    assert sorted(p.name for p in store.glob("e2rag_*__vector_store.json")) == [
+        "e2rag_chunk__vector_store.json"
+    ]
+    assert not (store / "e2rag" / migrate.RECORD_FILE).exists()
+    assert all(snapshot(store)[k] == v for k, v in mine.items()) and len(mine) == 3
