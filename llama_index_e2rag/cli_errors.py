@@ -98,15 +98,31 @@ def quiet_workers_on_ctrl_c() -> Callable[[], None]:
     130 and no output (``SystemExit``, which ``multiprocessing`` ends quietly) while e2rag itself
     still gets ``KeyboardInterrupt``. Left alone when Ctrl-C is ignored (a background job) or
     handled by the embedding program, or when not called from the main thread.
+
+    A signal handler's exception is raised wherever the main thread happens to be, and when that
+    is a weakref callback or a ``__del__`` (the garbage collector runs them anywhere) Python only
+    prints "Exception ignored in …" and goes on: the Ctrl-C was lost and the build finished.
+    ``sys.unraisablehook`` sees such a swallowed ``KeyboardInterrupt`` and, quietly, has it
+    raised again in the main thread once the finaliser is over.
     """
     import signal
     import threading
 
     main_pid = os.getpid()
+    in_hook = threading.Event()
+
+    def deliver_later() -> None:
+        """Run this handler again from a thread, once the hook that swallowed it has returned."""
+        import _thread
+
+        threading.Timer(0.01, _thread.interrupt_main).start()
 
     def on_ctrl_c(signum: int, frame: object) -> None:
         if os.getpid() != main_pid:
             raise SystemExit(130)
+        if in_hook.is_set():  # raising here would be swallowed once more
+            deliver_later()
+            return
         raise KeyboardInterrupt
 
     try:
@@ -117,8 +133,23 @@ def quiet_workers_on_ctrl_c() -> Callable[[], None]:
         signal.signal(signal.SIGINT, on_ctrl_c)
     except Exception:
         return lambda: None
+    previous_hook = sys.unraisablehook
+
+    def hook(unraisable: "sys.UnraisableHookArgs") -> None:
+        in_hook.set()
+        try:
+            if isinstance(unraisable.exc_value, KeyboardInterrupt):
+                deliver_later()
+            else:
+                previous_hook(unraisable)
+        finally:
+            in_hook.clear()
+
+    sys.unraisablehook = hook
 
     def restore() -> None:
+        if sys.unraisablehook is hook:
+            sys.unraisablehook = previous_hook
         if signal.getsignal(signal.SIGINT) is on_ctrl_c:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 

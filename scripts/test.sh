@@ -14,4 +14,4 @@ python tests/lightrag/server_process.py
 # the pinned, sha256-checked lightrag-hku sdist, pip-downloaded here into the git-ignored
 # .cache/lightrag-sdist (a no-op once there).
 python tests/lightrag/lightrag_upstream.py
-exec python -m pytest -q "$@"
+exec python -m pytest -q --durations=25 "$@"

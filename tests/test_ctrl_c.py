@@ -239,3 +239,44 @@ def test_ctrl_c_while_adding_layers_leaves_the_store_as_it_was(tmp_path: Path) -
     )
     _assert_one_line_exit(result)
     assert _tree(store) == was
+
+
+SWALLOWED = """
+import os, signal, sys, time
+from llama_index_e2rag import cli_errors
+
+cli_errors.quiet_workers_on_ctrl_c()
+
+
+class Collected:
+    def __del__(self):  # the signal lands here, where Python can only print and go on
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(100_000):
+            pass
+
+
+try:
+    Collected()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        pass
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    sys.exit(130)
+sys.exit(0)
+"""
+
+
+def test_a_ctrl_c_landing_in_a_finaliser_still_stops_the_command(tmp_path: Path) -> None:
+    # The handler's KeyboardInterrupt, raised inside a __del__ or weakref callback (where the
+    # garbage collector happened to run), is "ignored" by Python: it must reach the command.
+    proc = subprocess.run(
+        [sys.executable, "-c", SWALLOWED],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO_DIR)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "interrupted\n"
