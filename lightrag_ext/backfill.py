@@ -20,8 +20,8 @@ from lightrag.base import DocStatus
 from lightrag.operate import _get_cached_extraction_results, _rebuild_from_extraction_result
 from tqdm.auto import tqdm
 
+from lightrag_ext.gaps import is_current
 from lightrag_ext.layer import ChunkEntities, write_stored_doc_layer
-from lightrag_ext.storage import LAYER_FORMAT_VERSION
 
 if TYPE_CHECKING:
     from lightrag_ext.rag import E2LightRAG
@@ -84,29 +84,6 @@ async def recover_entity_records(
     return records
 
 
-def _is_current(record: dict[str, Any]) -> bool:
-    """A complete layer in the current format (older formats lack edges, e.g. ``next``)."""
-    version = (record.get("metadata") or {}).get("e2rag_layer")
-    return record.get("status") == DocStatus.PROCESSED.value and version == LAYER_FORMAT_VERSION
-
-
-async def layer_gaps(rag: "E2LightRAG") -> tuple[int, int]:
-    """(processed documents without a complete, current layer; processed documents): what a
-    backfill would build."""
-    processed = await rag.doc_status.get_docs_by_statuses([DocStatus.PROCESSED])
-    records = await rag.event_layer.get_records(processed)
-    missing = sum(1 for doc_id in processed if not _is_current(records.get(doc_id) or {}))
-    return missing, len(processed)
-
-
-def layer_gap_message(missing: int, total: int) -> str:
-    return (
-        f"e2rag: {missing} of {total} documents have no event layer, so the e2rag mode cannot "
-        "find them; build it with `e2rag-lightrag-backfill` (server stopped, same flags and "
-        ".env as the server) or `await rag.abuild_event_layer()`"
-    )
-
-
 async def backfill_event_layer(
     rag: "E2LightRAG", doc_ids: Optional[list[str]] = None, *, rebuild: bool = False
 ) -> BackfillReport:
@@ -122,7 +99,7 @@ async def backfill_event_layer(
             report.missing.append(doc_id)
             continue
         previous = existing.get(doc_id)
-        if previous and _is_current(previous) and not rebuild:
+        if previous and is_current(previous) and not rebuild:
             report.skipped.append(doc_id)
             continue
         chunk_ids = list(status.get("chunks_list") or [])

@@ -84,32 +84,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 1 if report.missing or report.partial else 0
 
 
-@contextmanager
-def _workspace_held(args: Any) -> Iterator[None]:
-    """Hold the workspace lock from before LightRAG builds anything (file storages), so a
-    refusal is the only line printed; the instance built later shares this hold."""
-    from lightrag_ext import workspace_lock
-    from lightrag_ext.storage import check_not_lightrag_workspace, layer_workspace
-
-    names = (args.kv_storage, args.graph_storage, args.vector_storage, args.doc_status_storage)
-    if not workspace_lock.FILE_STORAGES.intersection(names):
-        yield
-        return
-    path = workspace_lock.lock_path(args.working_dir, layer_workspace(args.workspace))
-    check_not_lightrag_workspace(path.parent)
-    workspace_lock.acquire(path)
-    try:
-        yield
-    finally:
-        workspace_lock.release(path)
-
-
 def _run(own: argparse.Namespace) -> Any:
     """Build the server's instance with LightRAG's ``create_app`` and backfill it."""
     from lightrag.api import config
 
+    from lightrag_ext.workspace_lock import held_for_server_args
+
     config.initialize_config()
-    with _workspace_held(config.global_args):
+    with held_for_server_args(config.global_args):
         return _backfill_app(config.global_args, own)
 
 

@@ -11,7 +11,9 @@ them by name):
   (``storage.EventLayerStore``) live and flush with LightRAG's own. With file storages the
   instance holds the workspace's OS lock from initialising to finalising
   (``workspace_lock``), so a second process (a backfill beside a running server) is refused
-  instead of having its writes overwritten. Starting up logs how many documents have no layer.
+  instead of having its writes overwritten. Starting up logs how many documents have no layer
+  (``gaps``: counted once, then followed through the doc-status and layer writes; each e2rag
+  query reports it too, without a scan).
 - ``adelete_by_doc_id``: also removes the document's mentions, events and edges.
 - ``_upsert_doc_status_transition``: a document the pipeline marks FAILED (an extraction or
   merge failure, a cancelled pipeline) loses its layer, as it has no place in LightRAG's graph;
@@ -43,12 +45,8 @@ from lightrag.prompt import PROMPTS
 from lightrag.query_validation import validate_query_not_empty, validate_rag_query
 
 from lightrag_ext import workspace_lock
-from lightrag_ext.backfill import (
-    BackfillReport,
-    backfill_event_layer,
-    layer_gap_message,
-    layer_gaps,
-)
+from lightrag_ext.backfill import BackfillReport, backfill_event_layer
+from lightrag_ext.gaps import LayerGaps, layer_gap_message
 from lightrag_ext.layer import write_stored_doc_layer
 from lightrag_ext.answer import answer, no_result, user_data
 from lightrag_ext.query import (
@@ -103,6 +101,7 @@ class E2LightRAG(LightRAG):
                 workspace_lock.acquire(self._workspace_lock)
         self._holds_workspace = False
         self._follow_document_drops()
+        self._layer_gaps = LayerGaps(self)
         #: the e2rag mode's ranking knobs (``EntityEventRetriever``'s event_weight, mention_pool)
         self.e2rag_event_weight: float = EVENT_WEIGHT
         self.e2rag_mention_pool: int = MENTION_POOL
@@ -161,6 +160,7 @@ class E2LightRAG(LightRAG):
                 self._event_layer_ready = False
             await super().finalize_storages()
         finally:
+            self._layer_gaps.forget()
             self._release_workspace()  # after LightRAG's last flush
 
     def _all_storages(self) -> list[Any]:
@@ -188,8 +188,9 @@ class E2LightRAG(LightRAG):
 
     async def _report_layer_gaps(self, level: int) -> int:
         """Log how many processed documents the e2rag mode cannot find (no complete layer) and
-        how to build their layer; the count."""
-        missing, total = await layer_gaps(self)
+        how to build their layer; the count (``gaps``: counted at start-up, then followed, so
+        a query pays no scan)."""
+        missing, total = await self._layer_gaps.count()
         if missing:
             logger.log(level, layer_gap_message(missing, total))
         return missing

@@ -159,4 +159,8 @@ def gunicorn_main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from lightrag_ext.commands import server
+
+    sys.exit(server())

@@ -23,8 +23,9 @@ import fcntl
 import os
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from llama_index_e2rag.errors import E2RAGError
 
@@ -104,8 +105,8 @@ def acquire(path: Path) -> None:
             raise WorkspaceBusyError(
                 f"{path.parent} is in use by another process"
                 + (f" ({holder})" if holder else "")
-                + "; with file storages two processes would overwrite each other's data: "
-                "stop it first (e2rag-lightrag-backfill needs the server stopped)"
+                + "; two processes on one workspace's file storages would overwrite each "
+                "other's data: wait for it to end or stop it, then run this again"
             ) from None
         _write_holder(fd, path)
         _held[key] = [fd, 1]
@@ -126,3 +127,24 @@ def release(path: Path) -> None:
         if entry[1] <= 0:
             del _held[key]
             os.close(entry[0])
+
+
+@contextmanager
+def held_for_server_args(args: Any) -> Iterator[None]:
+    """Hold the workspace of LightRAG's server configuration (``lightrag.api.config``'s
+    ``global_args``) when it names a file storage, before LightRAG builds anything: a refusal
+    is then the only thing the command prints and nothing is written. The instance the server
+    builds later shares this hold."""
+    from lightrag_ext.storage import check_not_lightrag_workspace, layer_workspace
+
+    names = (args.kv_storage, args.graph_storage, args.vector_storage, args.doc_status_storage)
+    if not FILE_STORAGES.intersection(names):
+        yield
+        return
+    path = lock_path(args.working_dir, layer_workspace(args.workspace))
+    check_not_lightrag_workspace(path.parent)
+    acquire(path)
+    try:
+        yield
+    finally:
+        release(path)

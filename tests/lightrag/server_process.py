@@ -35,10 +35,21 @@ from lightrag_ext.tiktoken_files import complete, fill_from
 REPO = Path(__file__).resolve().parents[2]
 TIKTOKEN_CACHE = REPO / ".cache" / "tiktoken"
 
-#: The stock server; ours (``python -m lightrag_ext.server``) takes the same flags and ``.env``.
+
+def console_script(entry: str) -> tuple[str, ...]:
+    """What pip's ``e2rag-lightrag-<entry>`` script runs (``lightrag_ext.commands.<entry>``,
+    under that name), from this checkout whether or not it is installed."""
+    code = (
+        f"import sys; sys.argv[0] = 'e2rag-lightrag-{entry}'; "
+        f"from lightrag_ext.commands import {entry}; sys.exit({entry}())"
+    )
+    return (sys.executable, "-c", code)
+
+
+#: The stock server; ours (``e2rag-lightrag-server``) takes the same flags and ``.env``.
 STOCK_SERVER: tuple[str, ...] = (sys.executable, "-m", "lightrag.api.lightrag_server")
-E2RAG_SERVER: tuple[str, ...] = (sys.executable, "-m", "lightrag_ext.server")
-BACKFILL: tuple[str, ...] = (sys.executable, "-m", "lightrag_ext.backfill_command")
+E2RAG_SERVER = console_script("server")
+BACKFILL = console_script("backfill")
 BACKFILL_TIMEOUT = 120.0
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0
@@ -298,17 +309,24 @@ class ServerFactory:
             server.stop()
 
 
-def run_backfill(server: "ServerProcess") -> subprocess.CompletedProcess[str]:
-    """``e2rag-lightrag-backfill`` with a server's configuration (its directory and
-    environment), as a deployer runs it beside or after that server."""
+def run_with_configuration(
+    server: "ServerProcess", command: Sequence[str]
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` to its end with a server's configuration (its directory and environment,
+    on a port of its own), as a deployer runs it beside or after that server."""
     return subprocess.run(
-        BACKFILL,
+        command,
         cwd=server.run_dir,
-        env=server.env,
+        env=dict(server.env, PORT=str(_free_port())),
         capture_output=True,
         text=True,
         timeout=BACKFILL_TIMEOUT,
     )
+
+
+def run_backfill(server: "ServerProcess") -> subprocess.CompletedProcess[str]:
+    """``e2rag-lightrag-backfill`` with a server's configuration."""
+    return run_with_configuration(server, BACKFILL)
 
 
 # -- documents over HTTP --------------------------------------------------------------------------

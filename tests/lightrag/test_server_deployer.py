@@ -3,13 +3,16 @@
 Stock server -> ours without a backfill (it says how many documents have no layer, at start and
 per query) -> our layer lines in the server's output and ``lightrag.log`` -> a backfill beside
 the running server is refused and changes nothing -> with the server stopped it runs and prints
-pure JSON.
+pure JSON -> a server started while a backfill holds the workspace is refused in one line and
+changes nothing.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from lightrag_story import INSERT_KWARGS, LATE_FACET_QUERY, SECOND_STORY, STORY
@@ -20,6 +23,7 @@ from server_process import (
     ServerProcess,
     insert_text,
     run_backfill,
+    run_with_configuration,
 )
 
 CHUNKING = {"strategy": "fixed_token", "params": INSERT_KWARGS}
@@ -40,6 +44,23 @@ def _logs(server: ServerProcess) -> tuple[str, str]:
 
 def _gaps(text: str) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in GAP.findall(text)]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+# Holds the workspace as e2rag-lightrag-backfill does (its own code, under its name) until its
+# stdin closes: a backfill that stays busy as long as the test needs.
+_BACKFILL_HOLDING = """
+import sys
+sys.argv[0] = "e2rag-lightrag-backfill"
+from lightrag.api import config
+from lightrag_ext.workspace_lock import held_for_server_args
+with held_for_server_args(config.initialize_config()):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
 
 
 def _layer_folder(working_dir: Path) -> dict[str, bytes]:
@@ -113,3 +134,38 @@ def test_a_backfill_beside_a_running_server_is_refused_and_changes_nothing(
     report = json.loads(done.stdout)  # stdout is the report and nothing else
     assert sorted(report["skipped"]) == sorted([first, second, third]) and not report["built"]
     assert "Server is ready" in done.stderr
+
+
+def test_a_server_started_during_a_backfill_is_refused_in_one_line_and_changes_nothing(
+    lightrag_server: ServerFactory,
+):
+    server = lightrag_server(E2RAG_SERVER)
+    _insert(server, STORY, "story.txt")
+    server.stop()
+    backfill = subprocess.Popen(
+        [sys.executable, "-c", _BACKFILL_HOLDING],
+        cwd=server.run_dir,
+        env=server.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert backfill.stdout is not None and backfill.stdout.readline() == "held\n"
+        before = _files(server.working_dir)
+
+        refused = run_with_configuration(server, E2RAG_SERVER)
+
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        [line] = refused.stderr.strip().splitlines()
+        assert line.startswith("e2rag-lightrag-server: error: ")
+        assert f"in use by another process (pid {backfill.pid}: e2rag-lightrag-backfill)" in line
+        assert "wait for it to end or stop it" in line
+        assert refused.stdout == ""  # not even LightRAG's banner: nothing was started
+        assert _files(server.working_dir) == before
+    finally:
+        backfill.communicate("", timeout=60)  # the backfill ends, releasing the workspace
+    assert backfill.returncode == 0
+    server.start()  # the workspace is free again
+    body = server.client.post("/query/data", json={"query": LATE_FACET_QUERY, "mode": "e2rag"})
+    assert body.raise_for_status().json()["metadata"]["e2rag_documents_without_layer"] == 0
