@@ -7,12 +7,14 @@ Builds the offline default index of each sampled story and retrieves, for every 
 10 passages of the narrative mode (shipped weights) and the top 10 chunks of the vector mode,
 twice: from its own story (a result is relevant when it quotes one of the question's gold
 sections, the benchmark's 8-word rule) and from the next sampled story (off-topic: nothing there
-is relevant). Two logistic regressions of relevance, one on the passage's raw fused score and the
-question's ``story_match``, one on the chunk's cosine, composed, give ``NARRATIVE_RAW``,
-``NARRATIVE_MATCH`` and ``NARRATIVE_BIAS``: the chunk cosine at which a result is as likely
-relevant as the fused score says. Both splits print a reliability table (share of relevant
-results per score band, narrative score against chunk cosine) for the shipped constants;
-``--rows`` keeps the rows to re-fit without rebuilding.
+is relevant). Two logistic regressions of relevance, one on the narrative result's hit's raw
+score (a continuation's parent's), the question's ``story_match`` and log of the result's rank,
+one on the chunk's cosine, composed, give ``NARRATIVE_RAW``, ``NARRATIVE_MATCH``,
+``NARRATIVE_RANK`` and ``NARRATIVE_BIAS``: the chunk cosine at which a result is as likely
+relevant as the narrative features say. Both splits print a reliability table (share of
+relevant results per score band, narrative score against chunk cosine) for the shipped
+constants, and the share relevant per rank; ``--rows`` keeps the rows to re-fit without
+rebuilding.
 """
 
 from __future__ import annotations
@@ -37,9 +39,15 @@ DEPTH = 10
 BANDS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 
 
+#: Columns of a narrative row: the raw score of the result's hit (a continuation's parent's),
+#: ``story_match``, the result's 1-based place in the ranking, relevant, on-topic, continuation.
+UNIT, MATCH, RANK, RELEVANT, ON_TOPIC, CONTINUATION = range(6)
+
+
 def collect(stories: Sequence[Any], embed_model: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of (raw score, story_match, relevant, on-topic) for every passage the narrative mode
-    returns, and of (cosine, relevant, on-topic) for every chunk the vector mode returns."""
+    """Rows of (hit's raw score, story_match, rank, relevant, on-topic, continuation) for every
+    passage the narrative mode returns, and of (cosine, relevant, on-topic) for every chunk the
+    vector mode returns."""
     from llama_index_e2rag.index import E2RAGIndex
 
     weights = NarrativeWeights.fitted()
@@ -55,7 +63,7 @@ def collect(stories: Sequence[Any], embed_model: Any) -> tuple[np.ndarray, np.nd
                       index.as_retriever(mode="vector", similarity_top_k=DEPTH), texts))
         print(f"[{number}/{len(stories)}] {story.doc_id}: {time.perf_counter() - started:.1f} s",
               flush=True)
-    passages: list[tuple[float, float, float, float]] = []
+    passages: list[tuple[float, ...]] = []
     chunks: list[tuple[float, float, float]] = []
     for i, story in enumerate(stories):
         for on_topic, (narrative, vector, texts) in (
@@ -63,16 +71,27 @@ def collect(stories: Sequence[Any], embed_model: Any) -> tuple[np.ndarray, np.nd
         ):
             for q in story.questions:
                 state, sig = narrative.signals(q.question)
-                for ranked in rank(state.table, sig, weights, DEPTH):
-                    quoted = QuoteIndex(texts[state.table.ids[ranked.row]])
+                ranked = rank(state.table, sig, weights, DEPTH)
+                raw = {r.row: r.score for r in ranked}
+                for place, row in enumerate(ranked, start=1):
+                    quoted = QuoteIndex(texts[state.table.ids[row.row]])
                     relevant = on_topic and any(quoted.quotes(g) for g in q.gold_sections)
-                    passages.append((ranked.score, sig.story_match, float(relevant), on_topic))
+                    hit = row.row if row.continued_from is None else row.continued_from
+                    passages.append((raw[hit], sig.story_match, float(place), float(relevant),
+                                     on_topic, float(row.continued_from is not None)))
                 for hit in vector.retrieve(q.question):
                     quoted = QuoteIndex(hit.node.get_content())
                     relevant = on_topic and any(quoted.quotes(g) for g in q.gold_sections)
                     chunks.append((hit.node.metadata["signals"]["raw_score"], float(relevant),
                                    on_topic))
     return np.asarray(passages, dtype=np.float64), np.asarray(chunks, dtype=np.float64)
+
+
+def features(passages: np.ndarray) -> np.ndarray:
+    """What ``scores.narrative_score`` reads: the hit's raw score, story_match, log(rank)."""
+    return np.column_stack(
+        [passages[:, UNIT], passages[:, MATCH], np.log(passages[:, RANK])]
+    )
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, steps: int = 50) -> np.ndarray:
@@ -87,43 +106,58 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, steps: int = 50) -> np.ndarray:
     return w
 
 
-def cosine_equivalent(passages: np.ndarray, chunks: np.ndarray) -> tuple[float, float, float]:
-    """``NARRATIVE_RAW, NARRATIVE_MATCH, NARRATIVE_BIAS``: the two logistic fits composed.
+def cosine_equivalent(passages: np.ndarray, chunks: np.ndarray) -> tuple[float, ...]:
+    """``NARRATIVE_RAW, NARRATIVE_MATCH, NARRATIVE_RANK, NARRATIVE_BIAS``: two fits composed.
 
-    ``P(relevant) = σ(a·raw + b·match + c)`` for a narrative passage and ``σ(d·cosine + e)`` for
-    a chunk the vector mode returns; the chunk cosine with the same probability is
-    ``(a·raw + b·match + c − e) / d``.
+    ``P(relevant) = σ(a·raw + b·match + r·log(rank) + c)`` for a narrative result (``raw`` its
+    hit's) and ``σ(d·cosine + e)`` for a chunk the vector mode returns; the chunk cosine with
+    the same probability is ``(a·raw + b·match + r·log(rank) + c − e) / d``. Scores never rise
+    down the list only if ``a > 0`` and ``r ≤ 0``: checked.
     """
-    a, b, c = fit_logistic(passages[:, :2], passages[:, 2])
+    a, b, r, c = fit_logistic(features(passages), passages[:, RELEVANT])
     d, e = fit_logistic(chunks[:, :1], chunks[:, 1])
-    print(f"P(relevant | raw, match) = σ({a:.3f}·raw + {b:.3f}·match + {c:.3f}); "
-          f"P(relevant | chunk cosine) = σ({d:.3f}·cosine + {e:.3f})")
-    return a / d, b / d, (c - e) / d
+    print(f"P(relevant | raw, match, rank) = σ({a:.3f}·raw + {b:.3f}·match + {r:.3f}·log(rank) "
+          f"+ {c:.3f}); P(relevant | chunk cosine) = σ({d:.3f}·cosine + {e:.3f})")
+    if not (a > 0 and r <= 0 and d > 0):
+        raise SystemExit("the fit would let scores rise down the list: not shippable")
+    return a / d, b / d, r / d, (c - e) / d
 
 
 def reliability(passages: np.ndarray, chunks: np.ndarray) -> list[str]:
     """Per score band: how many results and the share relevant, for the shipped narrative score
-    and for the vector mode's chunk cosine (equal shares in a band: the scales compare)."""
-    narrative = np.array([scores.narrative_score(r, m) for r, m in passages[:, :2]])
-    columns = ((narrative, passages[:, 2]), (np.clip(chunks[:, 0], 0.0, 1.0), chunks[:, 1]))
+    and for the vector mode's chunk cosine (equal shares in a band: the scales compare); then
+    the share relevant per rank on topic (why a continuation is scored as its hit)."""
+    narrative = np.array([
+        scores.narrative_score(unit, match, int(place))
+        for unit, match, place in passages[:, [UNIT, MATCH, RANK]]
+    ])
+    relevant = passages[:, RELEVANT]
+    columns = ((narrative, relevant), (np.clip(chunks[:, 0], 0.0, 1.0), chunks[:, 1]))
     lines = ["band       narrative: passages relevant   vector: chunks relevant"]
     for low, high in zip(BANDS, BANDS[1:]):
         cells = []
-        for values, relevant in columns:
+        for values, hits in columns:
             inside = (values >= low) & (values < high)
-            share = f"{relevant[inside].mean():8.3f}" if inside.any() else "       -"
+            share = f"{hits[inside].mean():8.3f}" if inside.any() else "       -"
             cells.append(f"{int(inside.sum()):9d} {share}")
         lines.append(f"{low:.1f}-{min(high, 1.0):.1f}   " + "        ".join(cells))
-    on, off = passages[:, 3] == 1.0, passages[:, 3] == 0.0
+    on, off = passages[:, ON_TOPIC] == 1.0, passages[:, ON_TOPIC] == 0.0
     lines.append(f"mean narrative score on-topic {narrative[on].mean():.3f}, "
                  f"off-topic {narrative[off].mean():.3f}")
+    cells = []
+    for place in range(1, DEPTH + 1):
+        at = on & (passages[:, RANK] == place)
+        if at.any():
+            mark = "*" if passages[at, CONTINUATION].mean() > 0.5 else ""
+            cells.append(f"{place}{mark} {relevant[at].mean():.2f}/{narrative[at].mean():.2f}")
+    lines.append("on topic, rank: relevant/mean score (* mostly continuations): " + ", ".join(cells))
     return lines
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", default="train", choices=("train", "val"))
-    parser.add_argument("--stories", type=int, default=6)
+    parser.add_argument("--stories", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rows", type=Path, help="save (or, if it exists, reuse) the rows here")
     args = parser.parse_args(argv)
@@ -136,12 +170,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         passages, chunks = collect(stories[: args.stories], make_embed_model())
         if args.rows is not None:
             np.savez(args.rows, passages=passages, chunks=chunks)
-    print(f"{len(passages)} passages ({passages[:, 2].mean():.3f} relevant), "
+    print(f"{len(passages)} passages ({passages[:, RELEVANT].mean():.3f} relevant), "
           f"{len(chunks)} chunks ({chunks[:, 1].mean():.3f} relevant)")
     if args.split == "train":
-        raw, match, bias = cosine_equivalent(passages, chunks)
-        print(f"fitted: NARRATIVE_RAW, NARRATIVE_MATCH, NARRATIVE_BIAS = "
-              f"{raw:.4f}, {match:.4f}, {bias:.4f}")
+        fitted = cosine_equivalent(passages, chunks)
+        print("fitted: NARRATIVE_RAW, NARRATIVE_MATCH, NARRATIVE_RANK, NARRATIVE_BIAS = "
+              + ", ".join(f"{value:.4f}" for value in fitted))
     print("\n".join(reliability(passages, chunks)))
 
 

@@ -184,7 +184,7 @@ def print_result(result: dict[str, Any], explained: bool, out: TextIO) -> None:
 
 
 #: Keys of ``metadata["signals"]`` that record how a score was calibrated, not what brought it.
-_NOT_CONTRIBUTIONS = frozenset({"raw_score", "story_match"})
+_NOT_CONTRIBUTIONS = frozenset({"raw_score", "story_match", "rank"})
 
 
 def explain(metadata: dict) -> str:

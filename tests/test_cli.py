@@ -424,6 +424,8 @@ def test_query_explain_and_budget(
     explained = [line for line in lines if line.startswith("    signals: ")]
     assert results and len(explained) == len(results)
     assert any("lexical" in line or "dense" in line for line in explained)
+    # what calibrates the score is no contribution to it
+    assert not any("story_match" in line or "rank" in line for line in explained)
     assert main(["query", question, "--store", str(store), "--budget-words", "0"]) == 1
 
 

@@ -10,7 +10,7 @@ from test_index import make_index
 
 from llama_index_e2rag.passage_cache import narrative_state
 from llama_index_e2rag.retrievers.base import RAW_SCORE_KEY
-from llama_index_e2rag.retrievers.narrative import STORY_MATCH_KEY
+from llama_index_e2rag.retrievers.narrative import RANK_KEY, STORY_MATCH_KEY
 from llama_index_e2rag.ranking.narrative import NarrativeWeights, mention_signal
 from llama_index_e2rag.schema import NodeKind, normalize_text
 
@@ -44,5 +44,6 @@ def test_narrative_retrieval_works_on_an_llm_graph_and_uses_the_mention_signal()
         named = "neville" in normalize_text(node.node.text)
         signals = dict(node.node.metadata["signals"])
         raw = signals.pop(RAW_SCORE_KEY)
-        signals.pop(STORY_MATCH_KEY)  # calibrates the score; not a signal of this passage
+        signals.pop(STORY_MATCH_KEY)  # these two calibrate the score; not signals of the passage
+        signals.pop(RANK_KEY)
         assert signals == ({"mention": raw} if named else {})

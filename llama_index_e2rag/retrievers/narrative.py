@@ -12,11 +12,12 @@ The default mode of ``E2RAGIndex``. One query:
    the last passage at a sentence end.
 
 Every returned node says what brought it: ``metadata["signals"]`` holds each signal's weighted
-contribution to its raw score (their sum, ``raw_score``) and ``story_match``, the question's best
-cosine with any passage; a passage brought by continuation also has ``continuation`` (the raw
-score of the hit it continues, not part of its own score) and ``metadata["continues"]`` (that
-hit's id). ``score`` is the raw score put on the cosine scale of the other modes, 0-1
-(``ranking.scores``).
+contribution to its raw score (their sum, ``raw_score``), ``story_match``, the question's best
+cosine with any passage, and ``rank``, its 1-based place in the ranking; a passage brought by
+continuation also has ``continuation`` (the raw score of the hit it continues, not part of its
+own score) and ``metadata["continues"]`` (that hit's id). ``score`` puts the result on the
+cosine scale of the other modes, 0-1, from its hit's raw score (a continuation's is its
+parent's), ``story_match`` and ``rank`` (``ranking.scores``): scores never rise down the list.
 """
 
 from __future__ import annotations
@@ -75,6 +76,11 @@ CONTINUES_KEY = "continues"
 #: Key of ``metadata["signals"]``: the question's best cosine with any passage (calibrates the
 #: score, see ``ranking.scores``).
 STORY_MATCH_KEY = "story_match"
+#: Key of ``metadata["signals"]``: the result's 1-based place in the ranking, continuations
+#: included (calibrates the score: the 6th passage is less likely the answer than the 1st).
+RANK_KEY = "rank"
+#: Key of ``metadata["signals"]``: a continuation's parent's raw score (its score is the hit's).
+CONTINUATION_KEY = "continuation"
 _HIDDEN = (*BOOKKEEPING_KEYS, CONTINUES_KEY, TRIMMED_KEY, "span")
 logger = logging.getLogger(__name__)
 
@@ -235,15 +241,17 @@ class NarrativeRetriever(StoresRetriever):
         if self.budget_words is None:
             kept = kept[: self.similarity_top_k]
         chunk_meta = chunk_metadata(self._stores, (state.chunk_ids[k.piece.key.row] for k in kept))
+        places = {r.row: place for place, r in enumerate(ranked, start=1)}
         results = []
         for item in kept:
             row: Ranked = item.piece.key
             node = by_id[table.ids[row.row]]
             explanation = dict(row.contributions)
             explanation[STORY_MATCH_KEY] = round(sig.story_match, 4)
+            explanation[RANK_KEY] = places[row.row]
             meta = dict(chunk_meta.get(node.chunk_id or "", {}))
             if row.continued_from is not None:
-                explanation["continuation"] = round(_score_of(ranked, row.continued_from), 4)
+                explanation[CONTINUATION_KEY] = _score_of(ranked, row.continued_from)
                 meta[CONTINUES_KEY] = table.ids[row.continued_from]
             if item.trimmed:
                 meta[TRIMMED_KEY] = True
@@ -256,8 +264,14 @@ class NarrativeRetriever(StoresRetriever):
         return results
 
     def _calibrate(self, raw: float, signals: dict[str, float]) -> float:
-        """The fused sum as the cosine of equal relevance (``ranking.scores``)."""
-        return narrative_score(raw, signals.get(STORY_MATCH_KEY, 0.0))
+        """The result as the cosine of equal relevance (``ranking.scores``): a continuation is
+        scored from the hit it continues, one place lower, so it never outscores that hit nor
+        falls below the hits after it (it is as likely the answer as its own raw sum is not)."""
+        return narrative_score(
+            signals.get(CONTINUATION_KEY, raw),
+            signals.get(STORY_MATCH_KEY, 0.0),
+            int(signals.get(RANK_KEY, 1)),
+        )
 
     def _depth(self, table: Any) -> int:
         """How many ranked passages to consider: ``similarity_top_k``, or enough for the budget."""

@@ -26,7 +26,12 @@ from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.passage_cache import narrative_state
 from llama_index_e2rag.ranking.narrative import SIGNALS, NarrativeWeights
 from llama_index_e2rag.retrievers.base import RAW_SCORE_KEY
-from llama_index_e2rag.retrievers.narrative import SIGNALS_KEY, STORY_MATCH_KEY, NarrativeRetriever
+from llama_index_e2rag.retrievers.narrative import (
+    RANK_KEY,
+    SIGNALS_KEY,
+    STORY_MATCH_KEY,
+    NarrativeRetriever,
+)
 from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
 from llama_index_e2rag.text import count_words, split_sentences
 
@@ -145,7 +150,7 @@ def _start(result: NodeWithScore) -> int:
 
 
 #: Keys of the signals that record the score's calibration, not a contribution to it.
-_CALIBRATION = {"continuation", RAW_SCORE_KEY, STORY_MATCH_KEY}
+_CALIBRATION = {"continuation", RAW_SCORE_KEY, STORY_MATCH_KEY, RANK_KEY}
 
 
 def _signal_sum(result: NodeWithScore) -> float:
@@ -277,13 +282,18 @@ def test_each_score_is_the_sum_of_its_signal_contributions(stories, story):
             signals = result.node.metadata[SIGNALS_KEY]
             assert set(signals) <= set(SIGNALS) | _CALIBRATION
             assert _raw(result) == pytest.approx(_signal_sum(result), abs=1e-3)
-        # a continuation names its parent's score; the parent comes right before it
+        # a continuation names its parent's raw score; the parent comes right before it, and
+        # the scores never rise down the list, a continuation's included
         for before, result in zip(results, results[1:]):
             if "continuation" in result.node.metadata[SIGNALS_KEY]:
                 assert result.node.metadata[SIGNALS_KEY]["continuation"] == pytest.approx(
                     _raw(before), abs=1e-3
                 )
                 assert _start(result) >= before.node.end_char_idx
+            assert result.score <= before.score
+        assert [r.node.metadata[SIGNALS_KEY][RANK_KEY] for r in results] == list(
+            range(1, len(results) + 1)
+        )
         assert len(by_id) == len(results)
 
 

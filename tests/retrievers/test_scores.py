@@ -22,6 +22,7 @@ from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.modes import RETRIEVER_MODES
 from llama_index_e2rag.retrievers.base import RAW_SCORE_KEY
+from llama_index_e2rag.retrievers.narrative import CONTINUATION_KEY
 
 ON_TOPIC = [
     "Where did Peter lose his shoes?",
@@ -35,6 +36,9 @@ OFF_TOPIC = [
 ]
 #: One cutoff for every mode: scores share one scale.
 CUTOFF = 0.3
+#: Modes that return their evidence in story order by design (``order=`` of each retriever);
+#: every other mode returns it best first.
+STORY_ORDERED = {"chrono", "sentence_graph", "event_graph"}
 FUSION_MODES = ["simple", "reciprocal_rerank", "relative_score", "dist_based_score"]
 TOP = 6
 
@@ -79,8 +83,12 @@ def test_every_mode_scores_on_0_to_1_keeping_its_raw_score_and_its_order(index, 
             assert 0.0 <= result.score <= 1.0
             assert result.node.metadata[SIGNALS_KEY][RAW_SCORE_KEY] == before.score
             assert SIGNALS_KEY in result.node.excluded_llm_metadata_keys
-        # the calibration is monotone: a higher raw score never gets a lower score
-        pairs = sorted((r.node.metadata[SIGNALS_KEY][RAW_SCORE_KEY], r.score) for r in results)
+        if mode not in STORY_ORDERED:  # what LlamaIndex users expect: scores never rise
+            assert all(a.score >= b.score for a, b in zip(results, results[1:])), question
+        # and the calibration is monotone: a higher raw score never gets a lower score, except
+        # for a narrative continuation, scored from the hit it follows (``ranking.scores``)
+        own = [r for r in results if CONTINUATION_KEY not in r.node.metadata[SIGNALS_KEY]]
+        pairs = sorted((r.node.metadata[SIGNALS_KEY][RAW_SCORE_KEY], r.score) for r in own)
         assert [s for _, s in pairs] == sorted(s for _, s in pairs)
 
 
@@ -116,11 +124,13 @@ def _fusion(retrievers: list, mode: str) -> QueryFusionRetriever:
     )
 
 
-def _contributions(retrievers: list, fusion_mode: str) -> list[list[int]]:
-    """Per on-topic question, how many of the fused top results came from each retriever."""
+def _contributions(
+    retrievers: list, fusion_mode: str, questions: list[str] = ON_TOPIC
+) -> list[list[int]]:
+    """Per question, how many of the fused top results came from each retriever."""
     fusion = _fusion(retrievers, fusion_mode)
     rows = []
-    for question in ON_TOPIC:
+    for question in questions:
         own = [{r.node.node_id for r in retriever.retrieve(question)} for retriever in retrievers]
         fused = [r.node.node_id for r in fusion.retrieve(question)]
         rows.append([sum(node_id in ids for node_id in fused) for ids in own])
@@ -134,21 +144,28 @@ def test_fusing_two_of_our_modes_mixes_both(index, fusion_mode):
         assert min(counts) >= 1, counts
 
 
-SIMPLE_WITH_VECTORS = pytest.mark.xfail(
+SIMPLE_OURS_ONLY = pytest.mark.xfail(
     strict=True,
-    reason="simple keeps each result's own score: on this short story every passage matches "
-    "the questions closely (story_match 0.70-0.77), and the calibration (fitted on FairytaleQA "
-    "train) rates even the 6th narrative passage as likely to hold the evidence as the best "
-    "chunk of a VectorStoreIndex chunked like ours, so simple fills its slots with ours for 2 "
-    "of the 3 questions; the rank- and score-normalising modes mix both",
+    reason="simple keeps each result's own score, and for this question the calibration rates "
+    "ours the likelier evidence: its best VectorStoreIndex chunk has cosine 0.45 (on FairytaleQA "
+    "train, chunks of cosine 0.4-0.5 hold the gold section 12 % of the time), our passages at "
+    "ranks 3-6 score 0.56-0.66 (passages scoring 0.5-0.7 there: 17-36 %); the rank- and "
+    "score-normalising modes mix both",
 )
+#: Every fusion mode with every on-topic question; the one known miss is marked.
+MIXES = [
+    pytest.param(mode, question, marks=SIMPLE_OURS_ONLY)
+    if (mode, question) == ("simple", ON_TOPIC[2])
+    else (mode, question)
+    for mode in FUSION_MODES
+    for question in ON_TOPIC
+]
 
 
-@pytest.mark.parametrize(
-    "fusion_mode",
-    [pytest.param(m, marks=SIMPLE_WITH_VECTORS) if m == "simple" else m for m in FUSION_MODES],
-)
-def test_fusing_ours_with_a_vector_store_index_mixes_both(index, vector_index, fusion_mode):
+@pytest.mark.parametrize(("fusion_mode", "question"), MIXES)
+def test_fusing_ours_with_a_vector_store_index_mixes_both(
+    index, vector_index, fusion_mode, question
+):
     retrievers = [index.as_retriever(), vector_index.as_retriever(similarity_top_k=TOP)]
-    for counts in _contributions(retrievers, fusion_mode):
-        assert min(counts) >= 1, counts
+    counts = _contributions(retrievers, fusion_mode, [question])[0]
+    assert min(counts) >= 1, counts
