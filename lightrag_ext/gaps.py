@@ -81,15 +81,23 @@ class LayerGaps:
         """Whether each document is processed, before a write to LightRAG's doc status."""
         if not (self._counted and lightrag_status):
             return None
-        statuses = await self._rag.doc_status.get_by_ids(doc_ids)
+        statuses = await self._statuses(doc_ids)
         return {d: _processed(s) for d, s in zip(doc_ids, statuses)}
+
+    async def _statuses(self, doc_ids: list[str]) -> list[Optional[dict[str, Any]]]:
+        """The doc status of each of ``doc_ids``, in order, None where absent. LightRAG's
+        PostgreSQL doc status answers ``[]`` when none of the ids exists, not one None each."""
+        statuses = await self._rag.doc_status.get_by_ids(doc_ids)
+        if len(statuses) == len(doc_ids):
+            return list(statuses)
+        return [await self._rag.doc_status.get_by_id(d) for d in doc_ids]
 
     async def _settle(self, doc_ids: list[str], was_processed: Optional[dict]) -> None:
         """Re-read the named documents after a write (``was_processed``: before a write to
         LightRAG's doc status, whose processed count it may change)."""
         if not self._counted or not doc_ids:
             return
-        statuses = await self._rag.doc_status.get_by_ids(doc_ids)
+        statuses = await self._statuses(doc_ids)
         records = await self._rag.event_layer.get_records(doc_ids)
         for doc_id, status in zip(doc_ids, statuses):
             processed = _processed(status)

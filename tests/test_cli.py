@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import sqlite3
+import signal
 import subprocess
 import sys
 import traceback
@@ -469,6 +470,9 @@ def _e2rag(argv: list[str], home: Path, patch: str = "", stdout: Any = None) -> 
         text=True,
         timeout=600,
         start_new_session=True,
+        # Ctrl-C's default action, as in a terminal, whatever pytest inherited (a shell's
+        # background job ignores SIGINT, and so would every process it starts)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

@@ -277,6 +277,7 @@ def test_a_ctrl_c_landing_in_a_finaliser_still_stops_the_command(tmp_path: Path)
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr == "interrupted\n"
