@@ -3,7 +3,7 @@
     python -m benchmarks.novels build [--books N | --max-words W]   # cache indexes, shortest first
     python -m benchmarks.novels status                              # what is cached, build times
     python -m benchmarks.novels evaluate [--config JSON ...] [--ablations] [--out FILE]
-    python -m benchmarks.novels cv --grid GRID.json [--out FILE]
+    python -m benchmarks.novels cv [--config JSON ...] [--ablations] [--objective atr+time]
 
 Books are the LiteraryQA validation books in length order (``benchmarks.protocol``); ``build``
 caches each one's offline-default index (``cache``), resumably; ``evaluate`` and ``cv`` use the
@@ -73,11 +73,15 @@ def _run(args: argparse.Namespace, cache: BookCache, books: Sequence[Narrative],
     from benchmarks.report import machine_info
 
     chosen = books[: args.books] if args.books else books
-    rows, per_book = evaluate(cache, chosen, configs, log=lambda line: print(line, flush=True))
+    spread: list[dict[str, Any]] | None = [] if getattr(args, "signals", False) else None
+    rows, per_book = evaluate(cache, chosen, configs, log=lambda line: print(line, flush=True),
+                              spread=spread)
     if not rows:
         raise SystemExit("no cached book to evaluate: run `python -m benchmarks.novels build`")
     covered = [b["doc_id"] for b in per_book]
-    return {"command": "python -m benchmarks.novels " + " ".join(args.argv),
+    extra = {} if spread is None else {
+        "signals": [{**s, "third": places[s["doc_id"]].third} for s in spread]}
+    return {**extra, "command": "python -m benchmarks.novels " + " ".join(args.argv),
             "machine": machine_info(), "cache": str(cache.folder), "settings_key": cache.key,
             "configs": [asdict(c) for c in configs], "books": per_book,
             "ranges": third_ranges(places, covered),
@@ -102,6 +106,19 @@ def _save(args: argparse.Namespace, result: dict[str, Any], systems: Sequence[st
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
         print(f"results: {path}")
+
+
+def _cross_validate(result: dict[str, Any], places: dict[str, BookPlace], grid: Sequence[str],
+                    goal: str) -> None:
+    """Each fold's choice among ``grid`` reported on the other fold; printed and kept."""
+    cv = cross_validate([Row(**r) for r in result["rows"]], places, grid, goal)
+    result["cv"] = cv
+    for fit, fold in cv["folds"].items():
+        print(f"\nfold {fit} ({fold['books_fit']} books) chose {fold['chosen']!r} "
+              f"({goal} {fold['objective_on_fit']:.3f} on {fit}); on fold "
+              f"{fold['reported_on']}: ATR ÷ hybrid {fold['report']['atr_vs_hybrid']:.3f}")
+    print("\ncross-validated (each fold's choice reported on the other fold, pooled):")
+    print("\n".join(third_table(cv["by_third"], result["ranges"], ["hybrid", CROSS_VALIDATED])))
 
 
 def _add_thirds(path: Path, books: Sequence[Narrative]) -> None:
@@ -140,16 +157,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.add_argument("--markdown", type=Path,
                              help="write the tables as markdown (docs/benchmarks.md includes "
                                   "benchmarks/results/novels.md)")
-        if name == "evaluate":
-            command.add_argument("--config", action="append", default=[],
-                                 help="a configuration (JSON object or list, or @FILE); "
-                                      "repeatable; default: the shipped narrative mode")
-            command.add_argument("--ablations", action="store_true",
-                                 help="add the shipped mode with each signal off in turn, "
-                                      "with and without the anchor")
-        else:
-            command.add_argument("--grid", action="append", required=True,
-                                 help="the configurations to choose from (JSON list or @FILE)")
+        command.add_argument("--config", action="append", default=[],
+                             help="a configuration (JSON object or list, or @FILE); repeatable; "
+                                  "evaluate's default: the shipped narrative mode")
+        command.add_argument("--ablations", action="store_true",
+                             help="add the shipped mode with each signal off in turn, with and "
+                                  "without the anchor")
+        command.add_argument("--signals", action="store_true",
+                             help="also measure how selective each graph signal is (share of "
+                                  "passages it touches), per third")
+        if name == "cv":
             command.add_argument("--objective", choices=OBJECTIVES, default="atr")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -169,31 +186,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             chosen = [b for b in chosen if b.words <= args.max_words]
         print(f"cache {cache.folder} (settings key {cache.key})", flush=True)
         cache.build(chosen, args.data_root, log=lambda line: print(line, flush=True))
-    elif args.command == "evaluate":
-        configs = _configs(args.config) or [DEFAULT]
+    else:
+        configs = _configs(args.config)
+        if args.command == "evaluate" and not configs:
+            configs = [DEFAULT]
         if args.ablations:
             configs += [c for c in ablations() if c.name not in {k.name for k in configs}]
+        if not configs:
+            parser.error("cv needs configurations to choose from: --config and/or --ablations")
         result = _run(args, cache, books, places, configs)
         systems = ["hybrid", "bm25", "dense", "random", *(c.name for c in configs)]
         _print_tables(result, systems)
-        _save(args, result, systems, "Diagnosis: where `narrative` stands against the hybrid, "
-                                     "per signal and per length third")
-    else:
-        grid = _configs(args.grid)
-        result = _run(args, cache, books, places, grid)
-        systems = ["hybrid", *(c.name for c in grid)]
-        _print_tables(result, systems)
-        rows = [Row(**r) for r in result["rows"]]
-        cv = cross_validate(rows, places, [c.name for c in grid], args.objective)
-        result["cv"] = cv
-        for fit, fold in cv["folds"].items():
-            print(f"\nfold {fit} ({fold['books_fit']} books) chose {fold['chosen']!r} "
-                  f"({args.objective} {fold['objective_on_fit']:.3f} on {fit}); on fold "
-                  f"{fold['reported_on']}: ATR ÷ hybrid {fold['report']['atr_vs_hybrid']:.3f}")
-        print("\ncross-validated (each fold's choice reported on the other fold, pooled):")
-        print("\n".join(third_table(cv["by_third"], result["ranges"],
-                                     ["hybrid", CROSS_VALIDATED])))
-        _save(args, result, systems, "Cross-validated choice among a grid of configurations")
+        if args.command == "cv":
+            _cross_validate(result, places, [c.name for c in configs], args.objective)
+        _save(args, result, systems, "Where `narrative` stands against the hybrid, per "
+                                     "configuration and per length third")
     return 0
 
 

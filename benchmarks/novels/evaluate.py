@@ -113,9 +113,11 @@ def evaluate_book(index: Any, book: Narrative, configs: Sequence[Config], embed:
 
 
 def evaluate(cache: BookCache, books: Sequence[Narrative], configs: Sequence[Config],
-             log: Callable[[str], None] = print) -> tuple[list[Row], list[dict[str, Any]]]:
+             log: Callable[[str], None] = print, spread: list[dict[str, Any]] | None = None,
+             ) -> tuple[list[Row], list[dict[str, Any]]]:
     """Rows of every cached book among ``books`` (others are skipped and logged), and per book
-    its load and per-configuration seconds."""
+    its load and per-configuration seconds; ``spread`` (when given) gains each question's
+    ``signal_spread``."""
     from benchmarks.systems import make_embed_model
     from llama_index_e2rag.loading import load_index
 
@@ -135,8 +137,29 @@ def evaluate(cache: BookCache, books: Sequence[Narrative], configs: Sequence[Con
         index = load_index(folder, embed_model=embed)
         timings = {"load": time.perf_counter() - started}
         rows += evaluate_book(index, book, configs, embed, timings)
+        if spread is not None:
+            spread += signal_spread(index, book)
         per_book.append({"doc_id": book.doc_id, "words": book.words,
                          "questions": len(book.questions), "seconds": timings})
         log(f"{book.doc_id} ({book.words:,} words, {len(book.questions)} q.): "
             + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
     return rows, per_book
+
+
+def signal_spread(index: Any, book: Narrative) -> list[dict[str, Any]]:
+    """Per question, how selective each graph signal of the shipped narrative mode is: the share
+    of the book's passages it touches (a signal touching most passages cannot pick one scene),
+    whether the question has a temporal cue and an anchor clause, and its ``story_match``."""
+    import numpy as np
+
+    retriever = index.as_retriever(mode="narrative", budget_words=BUDGET)
+    out = []
+    for q in book.questions:
+        state, sig = retriever.signals(q.question)
+        out.append({"qid": q.qid, "doc_id": book.doc_id, "passages": len(state.table),
+                    "time": scoring.is_time_question(q.question),
+                    **{name: float(np.mean(getattr(sig, name) > 0)) if len(state.table) else 0.0
+                       for name in ("mention", "event", "co_event")},
+                    "cue": sig.cue is not None, "anchor_clause": sig.clause is not None,
+                    "story_match": float(sig.story_match)})
+    return out

@@ -55,14 +55,15 @@ def protocol_section() -> list[str]:
            "retrievers (`--config '{\"mode\": \"narrative\", \"weights\": {...}, "
            "\"disable\": [...]}'`, repeatable or `@file`; `--ablations` adds each narrative "
            "signal off in turn, with and without the anchor) beside the window baselines of "
-           "the same run; `cv --grid @grid.json` chooses per fold and reports on the other. "
+           "the same run; `cv` chooses among the same configurations per fold and reports on the "
+           "other. "
            "Both print the per-third tables and save per-question rows (`--out`) and markdown "
            "(`--markdown`). Commands:", "",
            "```",
            "nice -n 10 python -m benchmarks.novels build            # resumable; --books N",
            "python -m benchmarks.novels status                      # thirds, folds, cache state",
            "python -m benchmarks.novels evaluate --ablations --markdown benchmarks/results/novels.md",
-           "python -m benchmarks.novels cv --grid @grid.json --objective atr+time",
+           "python -m benchmarks.novels cv --config @grid.json --ablations --objective atr+time",
            "python -m benchmarks full --render-only                 # include it here",
            "```", ""]
     for path in (NOVELS_REPORT, NOVELS_FINDINGS):
@@ -109,6 +110,34 @@ def _per_book(result: dict[str, Any], system: str) -> list[str]:
     return lines
 
 
+def _spread(result: dict[str, Any]) -> list[str]:
+    """Per third: how often each graph signal fires and how much of the book it then touches."""
+    spread = result.get("signals")
+    if not spread:
+        return []
+    lines = ["How selective the shipped mode's graph signals are (per question: the share of "
+             "the book's passages a signal is non-zero on; *fires* = share of questions where "
+             "it is non-zero anywhere, *touches* = mean share of passages when it fires):", "",
+             "| third | questions | passages per book | mention fires / touches | event fires / "
+             "touches | co_event fires / touches | time q. with an anchor clause | story_match |",
+             "|---|---|---|---|---|---|---|---|"]
+    for third in ("all", *THIRDS):
+        rows = [s for s in spread if third in ("all", s["third"])]
+        if not rows:
+            continue
+        books = {s["doc_id"]: s["passages"] for s in rows}
+        cells = [third, str(len(rows)), f"{sum(books.values()) / len(books):,.0f}"]
+        for name in ("mention", "event", "co_event"):
+            fired = [s[name] for s in rows if s[name] > 0]
+            touches = f"{sum(fired) / len(fired):.1%}" if fired else "–"
+            cells.append(f"{len(fired) / len(rows):.0%} / {touches}")
+        timed = [s for s in rows if s["time"]]
+        cells.append(f"{sum(s['anchor_clause'] for s in timed)} of {len(timed)}")
+        cells.append(f"{sum(s['story_match'] for s in rows) / len(rows):.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def _seconds(result: dict[str, Any]) -> str:
     """Mean seconds per book: load, baselines, and per configuration."""
     totals: dict[str, float] = {}
@@ -133,5 +162,6 @@ def render(result: dict[str, Any], systems: Sequence[str], title: str) -> str:
     if "narrative" in result["by_third"]:
         lines += ["Per book, the shipped `narrative` mode:", "", *_per_book(result, "narrative"),
                   ""]
+    lines += _spread(result)
     lines += [_seconds(result), ""]
     return "\n".join(lines)

@@ -107,15 +107,20 @@ def test_books_are_built_once_resumed_after_a_kill_and_evaluated_from_the_cache(
     assert all(r.atr is not None for r in rows)
 
     out, md = tmp_path / "run.json", tmp_path / "novels.md"
-    assert main(["--data-root", str(root), "--cache", str(cache.root), "evaluate",
-                 "--config", '{"name": "no edge", "disable": ["edge"]}', "--out", str(out),
-                 "--markdown", str(md)]) == 0
+    grid = '[{"name": "narrative"}, {"name": "no edge", "disable": ["edge"]}]'
+    assert main(["--data-root", str(root), "--cache", str(cache.root), "cv", "--config", grid,
+                 "--signals", "--out", str(out), "--markdown", str(md)]) == 0
     saved = json.loads(out.read_text())
     assert saved["settings_key"] == cache.key and len(saved["books"]) == 2
     assert {r["system"] for r in saved["rows"]} == {"bm25", "dense", "hybrid", "random",
-                                                      "no edge"}
+                                                      "narrative", "no edge"}
+    assert {f: fold["reported_on"] for f, fold in saved["cv"]["folds"].items()} == \
+        {"A": "B", "B": "A"}
+    assert len(saved["signals"]) == 4
+    assert {s["third"] for s in saved["signals"]} == {"short", "medium"}
     text = md.read_text()
     assert "| no edge |" in text and "2 of 2 books" in text and "partial" not in text
+    assert "| cross-validated |" in text and "mention fires / touches" in text
 
     changed = BookCache(cache.root, settings={**cache.settings, "passage_words": 80})
     assert changed.cached(books[0]) is None
