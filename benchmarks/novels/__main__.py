@@ -1,9 +1,10 @@
-"""``python -m benchmarks.novels build|status|evaluate|cv``: the novel protocol's experiments.
+"""``python -m benchmarks.novels build|status|evaluate|cv|thirds``: the novel protocol's experiments.
 
     python -m benchmarks.novels build [--books N | --max-words W]   # cache indexes, shortest first
     python -m benchmarks.novels status                              # what is cached, build times
     python -m benchmarks.novels evaluate [--config JSON ...] [--ablations] [--out FILE]
     python -m benchmarks.novels cv [--config JSON ...] [--ablations] [--objective atr+time]
+    python -m benchmarks.novels thirds benchmarks/results/full.json  # per-third rows, old results
 
 Books are the LiteraryQA validation books in length order (``benchmarks.protocol``); ``build``
 caches each one's offline-default index (``cache``), resumably; ``evaluate`` and ``cv`` use the
@@ -185,9 +186,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.max_words:
             chosen = [b for b in chosen if b.words <= args.max_words]
         print(f"cache {cache.folder} (settings key {cache.key})", flush=True)
-        cache.build(chosen, args.data_root, log=lambda line: print(line, flush=True))
+        try:
+            cache.build(chosen, args.data_root, log=lambda line: print(line, flush=True))
+        except RuntimeError as exc:  # a child's failure, named with its last lines
+            parser.exit(1, f"python -m benchmarks.novels: error: {exc}\n")
     else:
-        configs = _configs(args.config)
+        if args.books is not None and args.books < 1:
+            parser.error("--books must be at least 1")
+        try:
+            configs = _configs(args.config)
+        except (OSError, ValueError) as exc:
+            parser.error(f"bad --config: {exc}")
         if args.command == "evaluate" and not configs:
             configs = [DEFAULT]
         if args.ablations:

@@ -150,3 +150,15 @@ def test_cross_validation_reports_each_folds_choice_on_the_other_fold():
     assert cross_validate(rows, places, ["x", "y"], "atr+time")["folds"]["B"]["chosen"] == "y"
     with pytest.raises(ValueError, match="both folds"):
         cross_validate([r for r in rows if places[r.doc_id].fold == "A"], places, ["x"])
+
+
+def test_a_bad_configuration_is_one_clear_line(tmp_path, capsys):
+    root = _data_root(tmp_path)
+    for bad, says in (("{bad", "bad --config"), ('{"weights": {"anchr": 1}}', "anchr")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--data-root", str(root), "--cache", str(tmp_path / "c"), "evaluate",
+                  "--config", bad])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert says in err[-1] and "Traceback" not in "\n".join(err)
+    assert not (tmp_path / "c").exists()
