@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from benchmarks import import_cost, llm_cost, report, scaling, speed
+from benchmarks import import_cost, llm_cost, protocol, report, scaling, speed
 from benchmarks.speed import MeasuredIndex
 from benchmarks.loaders import DEFAULT_DATA_ROOT, load_fairytaleqa, load_literaryqa, load_multihop
 from benchmarks.runner.quality import DatasetSpec, evaluate_multihop, evaluate_narratives
@@ -104,6 +104,8 @@ def run_quality(profile: Profile, data_root: Path,
         out["literaryqa"] = evaluate_narratives(
             DatasetSpec("literaryqa", split, LITERARYQA_BUDGET, LITERARYQA_WINDOW, MODES),
             books, embed, _measuring_factory(speed_rows, LITERARYQA_BUDGET))
+        out["literaryqa"]["length_thirds"] = protocol.length_thirds(
+            out["literaryqa"]["per_question"], all_books)
     if "fairytaleqa" in datasets:
         stories = load_fairytaleqa(data_root, "val")[: profile.stories]
         out["fairytaleqa"] = evaluate_narratives(

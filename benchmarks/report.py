@@ -151,6 +151,19 @@ def _reference_check(name: str, data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _thirds(data: dict[str, Any], modes: Sequence[str]) -> list[str]:
+    """LiteraryQA per book-length third beside the overall figure (``benchmarks.protocol``)."""
+    thirds = data.get("length_thirds")
+    if not thirds:
+        return []
+    from benchmarks.protocol import third_table
+
+    return ["", "Per book-length third (the 44 validation books by word count: 15 short, 15 "
+            "medium, 14 long; `benchmarks/protocol.py`). Cells: ATR ÷ hybrid / time-question "
+            "ATR ÷ hybrid on the same questions; the hybrid row gives its own ATR / time ATR:",
+            "", *third_table(thirds["systems"], thirds["ranges"], ["hybrid", *modes])]
+
+
 def _attribute_table(data: dict[str, Any], systems: Sequence[str]) -> list[str]:
     present = [s for s in systems if data["systems"].get(s, {}).get("by_attribute")]
     if not present:
@@ -426,9 +439,14 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
                     f"{data['index_build_seconds_total']:.0f} s in total.", ""]
             out += _quality_table(data, bool(data.get("multihop")))
             out += _reference_check(name, data)
+            out += _thirds(data, modes)
             if name == "fairytaleqa":
                 out += _attribute_table(data, ["hybrid", *modes])
             out.append("")
+    if "literaryqa" in quality:
+        from benchmarks.novels.markdown import protocol_section
+
+        out += protocol_section()
     speed = results.get("speed")
     if speed:
         sentgraph = any("sentence_graph" in r.get("latency", {}) for r in speed["rows"])

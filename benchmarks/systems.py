@@ -57,6 +57,13 @@ class TimedEmbedding(BaseEmbedding):
         return "TimedEmbedding"
 
     @property
+    def max_length(self) -> int | None:
+        """The inner model's input limit, which sizes the index's default chunks
+        (``chunking.default_chunk_size``): without it the timed build would chunk differently
+        from the build a user gets with the same model."""
+        return getattr(self._inner, "max_length", None)
+
+    @property
     def seconds(self) -> float:
         """Wall time during which at least one embedding call was in flight."""
         return self._seconds

@@ -192,6 +192,17 @@ def test_timed_embedding_returns_the_inner_vectors_and_counts_texts(hash_embed):
     assert timed.texts == 0 and timed.seconds == 0.0
 
 
+def test_a_timed_build_chunks_like_the_build_a_user_gets_with_the_same_model(hash_embed):
+    from benchmarks.systems import TimedEmbedding
+    from llama_index_e2rag.chunking import default_chunk_size
+    from llama_index_e2rag.embeddings import MiniLMEmbedding
+
+    for limit in (128, 256):
+        model = MiniLMEmbedding(max_length=limit)
+        assert default_chunk_size(TimedEmbedding(model)) == default_chunk_size(model) == limit
+    assert default_chunk_size(TimedEmbedding(hash_embed)) == default_chunk_size(hash_embed)
+
+
 def test_lightrag_prompts_are_fully_formatted_around_the_chunk():
     pytest.importorskip("lightrag")
     from benchmarks.llm_cost import lightrag_prompts
