@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from benchmarks.loaders import Narrative
+from llama_index_e2rag.files import atomic_write_text
 
 _REPO = Path(__file__).resolve().parents[2]
 LIBRARY = _REPO / "llama_index_e2rag"
@@ -93,9 +94,7 @@ def settings_key(settings: dict[str, Any]) -> str:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 @dataclass(frozen=True)
