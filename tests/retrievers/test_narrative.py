@@ -93,16 +93,6 @@ QUESTIONS = {
 
 # -- fixtures ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def offline():
-    """The autouse offline guard is function-scoped; module-scoped indexes need it too."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("OPENAI_API_KEY", raising=False)
-        patch.setenv("HF_HUB_OFFLINE", "1")
-        patch.setenv("TRANSFORMERS_OFFLINE", "1")
-        yield
-
-
-@pytest.fixture(scope="module")
 def minilm(offline) -> MiniLMEmbedding:
     return MiniLMEmbedding()
 
