@@ -150,8 +150,8 @@ def test_every_result_of_an_anchored_question_names_the_anchor_and_its_region(
     assert record["used"] is True and 0.5 <= record["confidence"] <= 1.0
     assert record["relation"] == "after" and record["clause"] == v.incident
     heading = story.text.rfind("CHAPTER ", 0, story.incident_at)
-    label = story.text[heading : story.text.index(".", heading)].title()
-    assert record["where"]["chapter"] == label
+    numeral = story.text[heading + len("CHAPTER ") : story.text.index(".", heading)]
+    assert record["where"]["chapter"] == f"Chapter {numeral}"
     assert record["where"]["percent"] == pytest.approx(
         100 * anchor_passage.span[0] / len(story.text.rstrip()), abs=1.0
     )
@@ -192,7 +192,8 @@ def test_explain_prints_the_anchor_once_through_the_real_cli(novels, tmp_path):
         assert f'"{v.incident}"' in anchors[0] and "used" in anchors[0]
         assert "not used" not in anchors[0] and "region" in anchors[0]
         heading = story.text.rfind("CHAPTER ", 0, story.incident_at)
-        assert story.text[heading : story.text.index(".", heading)].title() in anchors[0]
+        numeral = story.text[heading + len("CHAPTER ") : story.text.index(".", heading)]
+        assert f"Chapter {numeral} " in anchors[0]
         plain = e2rag("query", v.plain_question, "--store", store, "--mode", mode, "--explain",
                       "--quiet")
         assert plain.returncode == 0 and "anchor (" not in plain.stdout
