@@ -77,38 +77,47 @@ class _Story:
 def _collect(stories: Sequence[Any], embed_model: Any,
              passage_words: int) -> tuple[list[_Story], dict[str, float]]:
     """Build each story's index, compute signals per question, and score the hybrid baseline."""
-    from llama_index_e2rag.index import E2RAGIndex
-
     collected: list[_Story] = []
     baseline_rows: list[tuple[float | None, float | None, bool]] = []
     for number, story in enumerate(stories, start=1):
         started = time.perf_counter()
-        index = E2RAGIndex.from_documents(
-            [Document(text=story.text, id_=story.doc_id)], embed_model=embed_model, llm=None,
-            passage_words=passage_words,
-        )
-        retriever = index.as_retriever(mode="narrative", weights=PROBE, budget_words=BUDGET)
-        questions = []
-        state = None
-        for q in story.questions:
-            state, sig = retriever.signals(q.question)
-            questions.append(
-                _Question(q.answers, q.gold_sections, scoring.is_time_question(q.question), sig)
-            )
-        assert state is not None
-        nodes = {n.id: n for n in index.graph_store.get_nodes(state.table.ids)}
-        pieces = [(nodes[i].doc_id, nodes[i].span[0], nodes[i].text) for i in state.table.ids]
-        collected.append(_Story(state.table, pieces, questions))
-        baselines = WindowBaselines(make_windows(story.text, WINDOW), embed_model)
-        ranked = baselines.rank_all([q.qid for q in story.questions],
-                                    [q.question for q in story.questions])["hybrid"]
-        for q, passages in zip(story.questions, ranked):
-            context = scoring.apply_budget(passages, BUDGET)
-            baseline_rows.append(_score(context, q.answers, q.gold_sections,
-                                        scoring.is_time_question(q.question)))
+        built, rows = collect_story(story, embed_model, passage_words)
+        collected.append(built)
+        baseline_rows.extend(rows)
         print(f"[{number}/{len(stories)}] {story.doc_id}: {len(story.questions)} questions, "
               f"{time.perf_counter() - started:.1f} s", flush=True)
     return collected, _aggregate(baseline_rows)
+
+
+def collect_story(story: Any, embed_model: Any, passage_words: int
+                  ) -> tuple[_Story, list[tuple[float | None, float | None, bool]]]:
+    """One story's index read once: its signals per question and the hybrid's scored rows."""
+    from llama_index_e2rag.index import E2RAGIndex
+
+    index = E2RAGIndex.from_documents(
+        [Document(text=story.text, id_=story.doc_id)], embed_model=embed_model, llm=None,
+        passage_words=passage_words,
+    )
+    retriever = index.as_retriever(mode="narrative", weights=PROBE, budget_words=BUDGET)
+    questions = []
+    state = None
+    for q in story.questions:
+        state, sig = retriever.signals(q.question)
+        questions.append(
+            _Question(q.answers, q.gold_sections, scoring.is_time_question(q.question), sig)
+        )
+    assert state is not None
+    nodes = {n.id: n for n in index.graph_store.get_nodes(state.table.ids)}
+    pieces = [(nodes[i].doc_id, nodes[i].span[0], nodes[i].text) for i in state.table.ids]
+    baselines = WindowBaselines(make_windows(story.text, WINDOW), embed_model)
+    ranked = baselines.rank_all([q.qid for q in story.questions],
+                                [q.question for q in story.questions])["hybrid"]
+    rows = [
+        _score(scoring.apply_budget(passages, BUDGET), q.answers, q.gold_sections,
+               scoring.is_time_question(q.question))
+        for q, passages in zip(story.questions, ranked)
+    ]
+    return _Story(state.table, pieces, questions), rows
 
 
 def _score(context: str, answers: list[str], gold: list[str],

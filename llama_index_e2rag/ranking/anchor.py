@@ -15,16 +15,21 @@ logistic curve fitted on FairytaleQA train (``benchmarks/fit_anchor.py``) turns 
 probability that the anchor lies where the question's gold answer needs it. Below
 ``anchor_confidence`` the anchor is **not used**: no bonus, and nothing on the other side pays.
 
-**The region** is measured in story terms, not in passages. A passage's distance from the anchor
-is the share of the document between them; a passage where one of the characters of the
-anchor's moment (named entities within ``NEAR`` passages of it) reappears is as close as the
-share of *those characters'* appearances between them
-(her next scene counts as near however many chapters later it comes); beyond a chapter (or book,
-part …) heading, only such reappearances stay in the region. The bonus is
-``1 / (1 + distance / anchor_reach)``: a fairy tale, whose characters are in every passage and
-which has no chapters, keeps the region within a few sentences; in a novel it reaches the
-characters' next scenes chapters away. The anchor itself gets ``anchor_self``. A *used* *after*
-(*before*) anchor costs the story before (after) it ``anchor_side``.
+**The region** is measured in story terms, not in passages, and has two parts. *Near*: a
+passage's distance from the anchor is the share of the document between them, and its bonus is
+``1 / (1 + distance / anchor_reach)`` (a scene break the size of a chapter heading ends it:
+beyond one, nothing is near). *The characters' later scenes*: on the cue's side, a passage where
+one of the characters of the anchor's moment (named people, places, things within ``NEAR``
+passages of it, not its dates or times; under any of their names, "Clara" for "Clara Vane", as
+``narrative.match_names`` reads them) reappears keeps at least ``anchor_follow`` of the bonus,
+however far and however many chapters away it comes. An *after X* question about a heroine asks
+about her next scenes, which in a novel come chapters later; a share-of-the-story decay gave
+them nothing there, so a 2,000-word gap lost to the earlier facet. A fairy tale, whose
+characters are in every passage, gets a uniform lift of its cue side, which ``anchor_side``
+already weighs; the fit (``benchmarks/fit_anchor.py``) chooses both. The anchor itself gets
+``anchor_self``. A *used* *after* (*before*) anchor costs the story before (after) it
+``anchor_side``: with a confident anchor, this cost is what keeps the earlier (later) facet
+below the one the question asks for.
 """
 
 from __future__ import annotations
@@ -90,6 +95,7 @@ def find_anchor(
     threshold: float,
     reach: float,
     self_weight: float,
+    follow: float = 0.0,
 ) -> Optional[Anchor]:
     """The anchor passage of a clause scored ``score`` per passage, its confidence and region."""
     if not len(table) or score.size != len(table):
@@ -97,7 +103,7 @@ def find_anchor(
     row = int(np.argmax(score))
     margin, peak = margins(table, score, row)
     sure = confidence(margin, peak, calibration)
-    bonus, characters = region_bonus(table, row, relation, reach, self_weight)
+    bonus, characters = region_bonus(table, row, relation, reach, self_weight, follow)
     used = sure >= threshold
     return Anchor(
         row=row,
@@ -113,35 +119,31 @@ def find_anchor(
 
 
 def region_bonus(
-    table: "PassageTable", row: int, relation: Relation, reach: float, self_weight: float
+    table: "PassageTable", row: int, relation: Relation, reach: float, self_weight: float,
+    follow: float = 0.0,
 ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Per passage, 0-1 for being where ``relation`` points from the anchor ``row``."""
-    n = len(table)
-    bonus = np.zeros(n, dtype=np.float32)
+    """Per passage, 0-1 for being where ``relation`` points from the anchor ``row``: near it in
+    the story, or (*after / before*) a later / earlier scene of its characters."""
+    bonus = np.zeros(len(table), dtype=np.float32)
     rows = np.flatnonzero(table.doc_of == table.doc_of[row])
-    offsets = table.offsets[rows]
     length = max(table.doc_length(int(table.doc_of[row])), 1)
-    distance = np.abs(offsets - table.offsets[row]) / length
+    distance = np.abs(table.offsets[rows] - table.offsets[row]) / length
     distance = np.where(table.chapters[rows] == table.chapters[row], distance, np.inf)
+    value = 1.0 / (1.0 + distance / max(reach, 1e-9))
     moment = rows[np.abs(rows - row) <= NEAR]
-    present = table.names_at(int(moment[0]), int(moment[-1]))
-    characters = tuple(n for n in present if n in table.named)
-    seen = np.zeros(n, dtype=bool)
-    for name in characters:
-        seen[table.names[name]] = True
-    appearances = np.flatnonzero(seen[rows])
-    if appearances.size > 1:
-        anchor_at = int(np.searchsorted(rows, row))
-        # place of each appearance on the characters' own timeline, as a share of it
-        steps = np.abs(np.searchsorted(appearances, np.arange(rows.size)) - np.searchsorted(
-            appearances, anchor_at
-        ))
-        timeline = np.maximum(steps - 1, 0) / appearances.size
-        distance = np.where(seen[rows], np.minimum(distance, timeline), distance)
+    characters = tuple(
+        n for n in table.names_at(int(moment[0]), int(moment[-1])) if n in table.named
+    )
+    if follow > 0 and relation in ("after", "before") and characters:
+        from llama_index_e2rag.ranking.narrative import match_names
+
+        seen = np.zeros(len(table), dtype=bool)
+        for name in {alias for n in characters for alias in match_names(table, n)} | set(characters):
+            seen[table.names[name]] = True
+        value = np.where(seen[rows], np.maximum(value, follow), value)
     local = rows - row
     side = local > 0 if relation == "after" else local < 0 if relation == "before" else local != 0
-    value = np.where(side, 1.0 / (1.0 + distance / max(reach, 1e-9)), 0.0)
-    bonus[rows] = value.astype(np.float32)
+    bonus[rows] = np.where(side, value, 0.0).astype(np.float32)
     bonus[row] = 1.0 if relation == "during" else self_weight
     return bonus, characters
 

@@ -41,6 +41,11 @@ from llama_index_e2rag.story_position import headings as find_headings
 SIGNALS = ("lexical", "dense", "mention", "event", "co_event", "anchor", "edge")
 #: Verbs a question uses to ask, not to name an event.
 LIGHT_VERBS = frozenset({"be", "have", "do", "happen", "occur"})
+#: Entity types of mentions that are no character an anchor's region could follow: plain nouns
+#: and the parser's (spaCy's) dates, times and numbers.
+NOT_CHARACTERS = frozenset(
+    {"concept", "DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY"}
+)
 #: Where the fitted weights ship (see ``benchmarks/fit_narrative.py`` for how they were fitted).
 WEIGHTS_PATH = Path(__file__).resolve().parent.parent / "data" / "narrative_weights.json"
 #: Words of a name that never identify a character on their own.
@@ -58,7 +63,9 @@ class NarrativeWeights:
     ``continuation``: a hit within this many z-units of the best hit brings the passage that
     follows it (negative: never). ``anchor_reach``: the story distance (share of the document,
     or of the anchor characters' appearances) at which the anchor bonus has halved;
-    ``anchor_self``: what the anchor itself gets; ``anchor_side``: what a passage on the side
+    ``anchor_self``: what the anchor itself gets; ``anchor_follow``: the least share of the
+    bonus a passage on the cue's side keeps where a character of the anchor's moment reappears,
+    however far away; ``anchor_side``: what a passage on the side
     the question does not look at loses (*after X*: the story before X);
     ``anchor_confidence``: the least calibrated confidence an anchor needs to be used at all;
     ``anchor_calibration``: (bias, margin, peak) of that confidence's logistic curve
@@ -73,11 +80,12 @@ class NarrativeWeights:
     anchor: float = 3.0
     edge: float = 0.25
     continuation: float = 0.0
-    anchor_reach: float = 0.02
-    anchor_self: float = 0.0
+    anchor_reach: float = 0.01
+    anchor_self: float = 0.5
     anchor_side: float = 0.5
+    anchor_follow: float = 0.0
     anchor_confidence: float = 0.5
-    anchor_calibration: tuple[float, float, float] = (0.0, 1.0, 0.0)
+    anchor_calibration: tuple[float, float, float] = (-1.0674, 0.6181, 0.1794)
 
     @classmethod
     def fitted(cls) -> "NarrativeWeights":
@@ -120,7 +128,8 @@ class PassageTable:
     #: (document order, start offset) per row, for placing nodes by offset
     starts: list[tuple[int, int]] = field(default_factory=list)
     #: names of named entities (a parser's PERSON, ORG, …; an LLM's entities): the characters
-    #: an anchor's region follows (a parser's plain nouns, "storm", "the road", are not)
+    #: an anchor's region follows (a parser's plain nouns, "storm", "the road", are not, nor
+    #: its dates, times and numbers: "that night" reappears everywhere and is nobody)
     named: set[str] = field(default_factory=set)
     #: document order -> its length in characters (the end of its last passage)
     lengths: dict[int, int] = field(default_factory=dict)
@@ -207,7 +216,7 @@ def build_table(
         if not mention.attrs.get("spans"):  # LLM-extracted: every passage of its chunk naming it
             rows |= {r for r in by_chunk.get(mention.chunk_id or "", ()) if f" {name} " in words_of(r)}
         rows_by_name.setdefault(name, set()).update(r for r in rows if r is not None)
-        if mention.attrs.get("entity_type", "named") != "concept":
+        if mention.attrs.get("entity_type", "named") not in NOT_CHARACTERS:
             table.named.add(name)
     table.names = {n: np.array(sorted(r), dtype=np.int64) for n, r in rows_by_name.items()}
     for name in table.names:
@@ -427,7 +436,7 @@ def locate_anchor(
     score = w.lexical * c_lex + w.dense * c_dense + w.event * c_event
     return find_anchor(
         table, score, cue.relation, w.anchor_calibration, w.anchor_confidence, w.anchor_reach,
-        w.anchor_self,
+        w.anchor_self, w.anchor_follow,
     )
 
 

@@ -70,9 +70,10 @@ from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError, MissingMod
 from llama_index_e2rag.modes import HYDE_VARIANTS
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.ranking import find_seeds, one_hop, rank_chunks
-from llama_index_e2rag.ranking.anchor import anchor_metadata, unit_anchor
+from llama_index_e2rag.ranking.anchor import Anchor, anchor_metadata, unit_anchor
 from llama_index_e2rag.ranking.narrative import (
     NarrativeWeights,
+    PassageTable,
     QueryGraph,
     clause_signals,
     locate_anchor,
@@ -281,20 +282,30 @@ class EntityEventRetriever(StoresRetriever):
         )
         expanded = one_hop(graph, seeds)
         chunk_sims = await rank_chunks(source, z_q, expanded)
-        ranking, anchor = chunk_sims, None
-        if cue is not None and clause:
-            ranking, anchor = self._anchored(chunk_sims, cue, vectors[cue.clause])
+        ranking, anchor, beyond = chunk_sims, None, {}
+        located = self._locate(cue, vectors[cue.clause]) if cue is not None and clause else None
+        if located is not None:
+            if located[1].used and self.anchor_weight:
+                # the part of the story a used anchor points at may hold no seed (the heroine's
+                # earlier facet, chapters before the incident): the chunks nearest the question
+                # join V_q+ and the anchor ranks them all
+                nearest = await source.lookup(NodeKind.CHUNK, z_q, self.similarity_top_k)
+                beyond = {c: sim for c, sim in nearest.items() if c not in chunk_sims}
+                chunk_sims = {**chunk_sims, **beyond}
+            ranking, anchor = self._anchored(chunk_sims, located[0], located[1]), located[2]
         positions = {
             n.id: n.pos
             for n in graph.get_nodes(chunk_sims)
             if scope is None or scope.allows(n.doc_id)  # expansion may cross a document link
         }
+        positions.update((n.id, n.pos) for n in self._stores.graph.get_nodes(list(beyond)))
         ranked = sorted(
             (cid for cid in chunk_sims if cid in positions),
             key=lambda cid: (-ranking[cid], positions[cid]),
         )
         signals = {
-            cid: {"similarity": round(sim, 4), "anchor": round(ranking[cid] - sim, 4)}
+            cid: {"similarity": round(sim, 4), "anchor": round(ranking[cid] - sim, 4),
+                  "beyond_v_q": 1.0 if cid in beyond else 0.0}
             for cid, sim in chunk_sims.items()
         }
         if self.budget_words is None:
@@ -310,27 +321,34 @@ class EntityEventRetriever(StoresRetriever):
         nodes = self._to_nodes(ranked, ranking, expanded, seeds, signals, anchor)
         return within_budget(nodes, self.budget_words), plan
 
-    def _anchored(
-        self, sims: dict[str, float], cue: TemporalCue, clause_vector: np.ndarray
-    ) -> tuple[dict[str, float], Optional[dict[str, Any]]]:
-        """Chunk scores with the anchor's bonus and cost, and ``metadata["anchor"]``.
+    def _locate(
+        self, cue: TemporalCue, clause_vector: np.ndarray
+    ) -> Optional[tuple[PassageTable, Anchor, dict[str, Any]]]:
+        """The anchor of ``cue``'s clause and ``metadata["anchor"]`` (None: no anchor).
 
         The anchor is found among the index's passages exactly as the ``narrative`` mode finds
-        it (``ranking.narrative.locate_anchor``); a chunk reads the region through its passages
-        (``ranking.anchor.unit_anchor``). An index without passages is not anchored.
+        it (``ranking.narrative.locate_anchor``). An index without passages is not anchored.
         """
         state = narrative_state(self._stores)
         scope = self._scope()
         if scope is not None:
             state = restrict_state(state, scope, self._stores.graph.doc_orders())
         table = state.table
-        weights = NarrativeWeights.fitted()
         clause = clause_signals(
             table, state.lexical.scores(cue.clause), clause_vector, self._clause_graph(cue.clause)
         ) if len(table) else None
-        anchor = locate_anchor(table, cue, clause, weights)
+        anchor = locate_anchor(table, cue, clause, NarrativeWeights.fitted())
         if anchor is None:
-            return sims, None
+            return None
+        text = self._stores.graph.get_nodes([table.ids[anchor.row]])
+        return table, anchor, anchor_metadata(table, anchor, text[0].text if text else "", cue.clause)
+
+    def _anchored(
+        self, sims: dict[str, float], table: PassageTable, anchor: Anchor
+    ) -> dict[str, float]:
+        """Chunk scores with the anchor's bonus and cost: a chunk reads the region through its
+        passages (``ranking.anchor.unit_anchor``)."""
+        weights = NarrativeWeights.fitted()
         chunks = [c for c in self._stores.graph.get_nodes(list(sims)) if c.span]
         bonus, wrong = unit_anchor(
             table, anchor, [(c.pos[0], c.span[0], c.span[1]) for c in chunks]  # type: ignore[index]
@@ -339,9 +357,7 @@ class EntityEventRetriever(StoresRetriever):
         ranking = dict(sims)
         for chunk, gain, cost in zip(chunks, bonus, wrong):
             ranking[chunk.id] = sims[chunk.id] + self.anchor_weight * float(gain) - side * float(cost)
-        text = self._stores.graph.get_nodes([table.ids[anchor.row]])
-        record = anchor_metadata(table, anchor, text[0].text if text else "", cue.clause)
-        return ranking, record
+        return ranking
 
     def _clause_graph(self, clause: str) -> QueryGraph:
         """The anchor clause's characters and events, by the offline parser (none without it)."""

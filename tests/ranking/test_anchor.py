@@ -23,9 +23,9 @@ LEN = 100
 SURE = (0.0, 1.0, 0.0)  # confidence = sigmoid(margin)
 
 
-def _table(n: int, chapters_at=(), characters=None):
+def _table(n: int, chapters_at=(), characters=None, types=None):
     """``n`` passages of one document, ``CHAPTER`` headings opening the given rows, and
-    ``characters`` = {name: rows} (named entities)."""
+    ``characters`` = {name: rows} (named entities; PERSON unless ``types`` says otherwise)."""
     passages = []
     for i in range(n):
         text = (f"CHAPTER {i}.\nSome words." if i in chapters_at else "Some words here.")
@@ -36,7 +36,7 @@ def _table(n: int, chapters_at=(), characters=None):
         node = GraphNode(id=f"m-{name}", kind=NodeKind.MENTION, text=name, name=name,
                          doc_id="d", pos=(0, rows[0] * LEN, 0))
         node.attrs["spans"] = [[r * LEN + 1, r * LEN + 5] for r in rows]
-        node.attrs["entity_type"] = "PERSON"
+        node.attrs["entity_type"] = (types or {}).get(name, "PERSON")
         mentions.append(node)
     return build_table(passages, np.eye(n, 4, dtype=np.float32) + 0.1, mentions, [])
 
@@ -59,21 +59,39 @@ def test_the_region_is_a_share_of_the_story_not_a_count_of_passages():
 
 
 def test_past_a_chapter_heading_only_the_anchors_characters_stay_in_the_region():
-    table = _table(40, chapters_at=(0, 10), characters={"Margaret Hale": [4, 5, 30]})
-    bonus, who = region_bonus(table, 5, "after", 0.05, 0.0)
+    table = _table(40, chapters_at=(0, 10),
+                   characters={"Margaret Hale": [2, 4, 5, 30], "Margaret": [35]})
+    bonus, who = region_bonus(table, 5, "after", 0.05, 0.0, follow=0.3)
     assert who == ("margaret hale",)
-    assert bonus[9] > 0  # the rest of the anchor's chapter
+    assert bonus[9] > 0.3  # the rest of the anchor's chapter
     assert not bonus[[11, 20, 29, 31]].any()  # later chapters without her
-    assert bonus[30] == pytest.approx(1.0)  # her very next appearance, chapters later
+    # her later scenes, chapters later, under any of her names: at least anchor_follow
+    assert bonus[30] == pytest.approx(0.3) and bonus[35] == pytest.approx(0.3)
+    assert bonus[2] == 0  # her earlier scene is not where "after" points
+    before, _ = region_bonus(table, 5, "before", 0.05, 0.0, follow=0.3)
+    assert before[2] > 0 and not before[[30, 35]].any()
+    during, _ = region_bonus(table, 5, "during", 0.05, 0.0, follow=0.3)
+    assert not during[[30, 35]].any()  # "during" points at the moment itself
 
 
-def test_a_characters_reappearance_is_as_near_as_her_own_timeline_says():
-    rows = list(range(0, 100, 2))  # she is in every other passage: her timeline is the story's
+def test_a_reappearance_keeps_anchor_follow_however_far_and_nothing_more():
+    rows = list(range(0, 100, 2))  # she is in every other passage
     table = _table(100, characters={"Dixon": rows})
-    bonus, _ = region_bonus(table, 10, "after", 0.05, 0.0)
-    plain = _table(100)
-    base, _ = region_bonus(plain, 10, "after", 0.05, 0.0)
-    assert bonus[60] == pytest.approx(base[60], rel=0.1)
+    base, _ = region_bonus(_table(100), 10, "after", 0.05, 0.0)
+    bonus, _ = region_bonus(table, 10, "after", 0.05, 0.0, follow=0.2)
+    assert bonus[12] == pytest.approx(base[12])  # near: the share of the story decides
+    assert bonus[90] == pytest.approx(0.2) and base[90] < 0.2
+    assert bonus[91] == pytest.approx(base[91])  # a passage without her: the share alone
+    off, _ = region_bonus(table, 10, "after", 0.05, 0.0, follow=0.0)
+    assert off == pytest.approx(base)
+
+
+def test_dates_and_times_are_no_characters_to_follow():
+    table = _table(40, characters={"Dixon": [5, 30], "that night": [5, 20]},
+                   types={"that night": "TIME"})
+    bonus, who = region_bonus(table, 5, "after", 0.05, 0.0, follow=0.3)
+    assert who == ("dixon",)
+    assert bonus[30] == pytest.approx(0.3) and bonus[20] < 0.3
 
 
 def test_during_rewards_both_sides_and_the_anchor_most():
