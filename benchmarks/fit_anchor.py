@@ -174,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if inside.any():
             print(f"  confidence {low:.1f}-{high:.1f}: {inside.sum()} anchors, "
                   f"{y[inside].mean():.3f} right", flush=True)
-    base = replace(shipped, anchor_calibration=tuple(float(b) for b in beta))
+    # four decimals, as the class defaults repeat them
+    base = replace(shipped, anchor_calibration=tuple(round(float(b), 4) for b in beta))
     anchored, other = _split(collected)
     fixed = question_rows(other, shipped)
 

@@ -28,8 +28,10 @@ them nothing there, so a 2,000-word gap lost to the earlier facet. A fairy tale,
 characters are in every passage, gets a uniform lift of its cue side, which ``anchor_side``
 already weighs; the fit (``benchmarks/fit_anchor.py``) chooses both. The anchor itself gets
 ``anchor_self``. A *used* *after* (*before*) anchor costs the story before (after) it
-``anchor_side``: with a confident anchor, this cost is what keeps the earlier (later) facet
-below the one the question asks for.
+``anchor_side`` times ``side_cost(confidence)``, the surprise of the anchor being wrong: an
+anchor just over the threshold costs the other side little, a sure one (a named incident told
+once) enough to keep the earlier (later) facet below the one the question asks for, even when
+the earlier facet repeats the question's words.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
 
 #: Passages either side of the best match that belong to the same moment (not rivals).
 NEAR = 2
+#: The confidence the side cost saturates at (``side_cost``): no anchor is certain.
+MAX_CONFIDENCE = 0.99
 #: Characters of the anchor passage quoted in ``metadata["anchor"]``.
 QUOTE_CHARS = 160
 
@@ -138,7 +142,8 @@ def region_bonus(
         from llama_index_e2rag.ranking.narrative import match_names
 
         seen = np.zeros(len(table), dtype=bool)
-        for name in {alias for n in characters for alias in match_names(table, n)} | set(characters):
+        aliases = {alias for n in characters for alias in match_names(table, n)}
+        for name in aliases | set(characters):
             seen[table.names[name]] = True
         value = np.where(seen[rows], np.maximum(value, follow), value)
     local = rows - row
@@ -149,22 +154,38 @@ def region_bonus(
 
 
 def _region(bonus: np.ndarray, row: int, relation: Relation) -> tuple[int, int]:
-    """First and last row around the anchor whose bonus is at least half (the anchor included)."""
-    inside = np.flatnonzero(bonus >= 0.5)
-    inside = np.union1d(inside, [row])
+    """First and last row around the anchor whose bonus is at least half, the anchor and its
+    next passage on the cue's side included (a short reach in a short story is still a region:
+    what comes straight after X is where *after X* points first)."""
+    inside = np.union1d(np.flatnonzero(bonus >= 0.5), [row])
+    steps = {"after": (1,), "before": (-1,), "during": (-1, 1)}.get(relation, ())
+    nearest = [row + s for s in steps if 0 <= row + s < len(bonus) and bonus[row + s] > 0]
+    inside = np.union1d(inside, nearest)
     return int(inside.min()), int(inside.max())
 
 
+def side_cost(confidence: float) -> float:
+    """How much the other side pays, in units of ``anchor_side``: ``-ln(1 - confidence)``, the
+    surprise of the anchor being wrong (0.69 at even odds, 2.3 at 0.9, at most ``-ln 0.01``).
+
+    A flat cost was either too small for a sure anchor in a novel (an earlier facet, matching
+    the question's words better, stayed above the later one chapters after a certain incident)
+    or too large for an unsure one; a cost that grows with the confidence is both.
+    """
+    return -math.log(1.0 - min(max(confidence, 0.0), MAX_CONFIDENCE))
+
+
 def wrong_side(table: "PassageTable", anchor: Anchor) -> np.ndarray:
-    """1 for passages of the anchor's document on the side a *used* anchor's question does not
-    look at (*after X*: the story before X; *before X*: after it); zeros otherwise."""
+    """``side_cost(confidence)`` for passages of the anchor's document on the side a *used*
+    anchor's question does not look at (*after X*: the story before X; *before X*: after it);
+    zeros otherwise."""
     out = np.zeros(len(table), dtype=np.float32)
     if not anchor.used or anchor.relation not in ("after", "before"):
         return out
     rows = np.arange(len(table))
     same = table.doc_of == table.doc_of[anchor.row]
     side = rows < anchor.row if anchor.relation == "after" else rows > anchor.row
-    out[same & side] = 1.0
+    out[same & side] = side_cost(anchor.confidence)
     return out
 
 

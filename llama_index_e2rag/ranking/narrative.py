@@ -80,7 +80,7 @@ class NarrativeWeights:
     anchor: float = 3.0
     edge: float = 0.25
     continuation: float = 0.0
-    anchor_reach: float = 0.01
+    anchor_reach: float = 0.005
     anchor_self: float = 0.5
     anchor_side: float = 0.5
     anchor_follow: float = 0.0

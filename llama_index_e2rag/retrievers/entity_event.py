@@ -70,7 +70,7 @@ from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError, MissingMod
 from llama_index_e2rag.modes import HYDE_VARIANTS
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.ranking import find_seeds, one_hop, rank_chunks
-from llama_index_e2rag.ranking.anchor import Anchor, anchor_metadata, unit_anchor
+from llama_index_e2rag.ranking.anchor import Anchor, anchor_metadata, side_cost, unit_anchor
 from llama_index_e2rag.ranking.narrative import (
     NarrativeWeights,
     PassageTable,
@@ -96,7 +96,7 @@ logger = logging.getLogger(__name__)
 #: chunk where the cue points fully, in cosine units. The anchor, its confidence and its region
 #: are the ``narrative`` mode's (``ranking.anchor``); a chunk wholly on the side a used anchor's
 #: question does not look at costs ``ANCHOR_WEIGHT`` times the narrative mode's ratio of
-#: ``anchor_side`` to ``anchor``, the same relative cost.
+#: ``anchor_side`` to ``anchor`` times ``side_cost(confidence)``, the same relative cost.
 ANCHOR_WEIGHT = 0.15
 T = TypeVar("T")
 
@@ -341,7 +341,8 @@ class EntityEventRetriever(StoresRetriever):
         if anchor is None:
             return None
         text = self._stores.graph.get_nodes([table.ids[anchor.row]])
-        return table, anchor, anchor_metadata(table, anchor, text[0].text if text else "", cue.clause)
+        record = anchor_metadata(table, anchor, text[0].text if text else "", cue.clause)
+        return table, anchor, record
 
     def _anchored(
         self, sims: dict[str, float], table: PassageTable, anchor: Anchor
@@ -353,10 +354,12 @@ class EntityEventRetriever(StoresRetriever):
         bonus, wrong = unit_anchor(
             table, anchor, [(c.pos[0], c.span[0], c.span[1]) for c in chunks]  # type: ignore[index]
         )
-        side = self.anchor_weight * weights.anchor_side / weights.anchor
+        side = (self.anchor_weight * weights.anchor_side / weights.anchor
+                * side_cost(anchor.confidence))
         ranking = dict(sims)
         for chunk, gain, cost in zip(chunks, bonus, wrong):
-            ranking[chunk.id] = sims[chunk.id] + self.anchor_weight * float(gain) - side * float(cost)
+            lift = self.anchor_weight * float(gain) - side * float(cost)
+            ranking[chunk.id] = sims[chunk.id] + lift
         return ranking
 
     def _clause_graph(self, clause: str) -> QueryGraph:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from llama_index_e2rag.ranking.anchor import (
+    MAX_CONFIDENCE,
     NEAR,
     anchor_metadata,
     confidence,
@@ -13,6 +16,7 @@ from llama_index_e2rag.ranking.anchor import (
     find_anchor,
     margins,
     region_bonus,
+    side_cost,
     unit_anchor,
     wrong_side,
 )
@@ -124,9 +128,21 @@ def test_an_unsure_anchor_is_reported_but_gives_no_bonus_and_costs_nothing():
     assert not weak.bonus.any() and not wrong_side(table, weak).any()
     strong = find_anchor(table, _peak(30, 10), "after", SURE, 0.6, 0.05, 0.0)
     assert strong.used and strong.bonus[11] > 0
-    assert wrong_side(table, strong).tolist() == [1.0] * 10 + [0.0] * 20
+    cost = pytest.approx(side_cost(strong.confidence))
+    assert wrong_side(table, strong).tolist() == [cost] * 10 + [0.0] * 20
     before = find_anchor(table, _peak(30, 10), "before", SURE, 0.6, 0.05, 0.0)
-    assert wrong_side(table, before).tolist() == [0.0] * 11 + [1.0] * 19
+    assert wrong_side(table, before).tolist() == [0.0] * 11 + [cost] * 19
+
+
+def test_the_other_side_pays_more_the_surer_the_anchor():
+    table = _table(30)
+    costs = []
+    for height in (2.0, 4.0, 8.0, 40.0):
+        anchor = find_anchor(table, _peak(30, 10, height), "after", SURE, 0.0, 0.05, 0.0)
+        costs.append(float(wrong_side(table, anchor)[0]))
+    assert costs == sorted(costs) and costs[0] < costs[-1]
+    assert side_cost(0.5) == pytest.approx(math.log(2.0))
+    assert side_cost(1.0) == side_cost(MAX_CONFIDENCE) < math.inf
 
 
 def test_chunks_read_the_region_through_their_passages():

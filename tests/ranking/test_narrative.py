@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import llama_index_e2rag.ranking.narrative as narrative
+from llama_index_e2rag.ranking.anchor import side_cost
 from llama_index_e2rag.ranking.narrative import (
     SIGNALS,
     NarrativeWeights,
@@ -19,6 +20,7 @@ from llama_index_e2rag.ranking.narrative import (
     co_event_signal,
     event_signal,
     fuse,
+    locate_anchor,
     match_names,
     mention_signal,
     rank,
@@ -472,10 +474,12 @@ def test_anchor_side_costs_the_side_the_question_does_not_look_at(relation):
     sig = _signals(10, cue=TemporalCue(relation, "x", relation), clause=_clause_at(10, 3))
     _, parts = fuse(table, sig, w)
     anchor = parts["anchor"]
+    located = locate_anchor(table, sig.cue, sig.clause, w)
+    assert located is not None and located.used
     for row in range(7):  # document 0 holds the anchor (row 3)
         wrong = row < 3 if relation == "after" else row > 3
-        if wrong:
-            assert anchor[row] == pytest.approx(-0.5)
+        if wrong:  # the side cost, scaled by how sure the anchor is
+            assert anchor[row] == pytest.approx(-0.5 * side_cost(located.confidence))
         else:
             assert anchor[row] >= 0.0
     assert np.all(anchor[7:] == 0.0), "another document is on no side of the anchor"
