@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--explain",
         action="store_true",
         help="print which signals brought each result (sentence_graph: its hop, the edge that "
-        "reached it, the anchor refinement)",
+        "reached it, the anchor refinement) and, for an after/before/during question, its "
+        "anchor: the passage, the confidence, whether it was used and the region",
     )
     query.add_argument("--quiet", action="store_true", help="no progress bars")
     query.set_defaults(func=_cmd_query)

@@ -170,9 +170,17 @@ def source_dict(
 
 
 def print_result(result: dict[str, Any], explained: bool, out: TextIO) -> None:
-    """The lines of ``e2rag query``: the answer, then each result with its position."""
+    """The lines of ``e2rag query``: the answer, then each result with its position; with
+    ``explained``, an anchored question's anchor once (which passage *after / before / during*
+    X points from, how sure, the region) and what brought each result."""
     print(result["answer"], file=out)
     print("\nEvidence:", file=out)
+    anchor = next((s["metadata"]["anchor"] for s in result["sources"]
+                   if isinstance(s.get("metadata", {}).get("anchor"), dict)), None)
+    if explained and anchor is not None:
+        from llama_index_e2rag.ranking.anchor import describe
+
+        print(describe(anchor), file=out)
     for source in result["sources"]:
         score = f"{source['score']:.3f}" if source["score"] is not None else "-"
         snippet = " ".join(source["text"].split())[:SNIPPET_CHARS]

@@ -41,6 +41,9 @@ EVIDENCE_KEY = "graph_nodes"
 EVIDENCE_TEXT_KEY = "evidence"
 #: Metadata key of what brought a result: ``{signal: contribution to its score}`` (hidden).
 SIGNALS_KEY = "signals"
+#: Metadata key of an *after / before / during* question's anchor on each of its results: the
+#: anchor passage, its confidence, whether it was used, the region (``ranking.anchor``; hidden).
+ANCHOR_KEY = "anchor"
 
 
 def format_position(pos: Sequence[int]) -> str:

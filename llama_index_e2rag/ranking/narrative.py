@@ -17,8 +17,8 @@ Signals (each an array over passages):
 * ``event``: the passage has an event whose predicate lemma is one of the question's (IDF over
   events, so *be / have / do* weigh little), more when it shares a participant;
 * ``co_event``: two of the question's characters take part in one event of the passage;
-* ``anchor``: *after / before / when …* — see ``temporal``; the anchor passages are the best
-  passages for the anchor clause by the same lexical, dense and event signals;
+* ``anchor``: *after / before / when …* — see ``temporal`` (the cue) and ``anchor`` (which
+  passage the clause names, how sure that is, and the region in story terms);
 * ``edge``: *first / last / finally* questions lean toward the start or end of the story.
 """
 
@@ -33,12 +33,19 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.ranking.temporal import TemporalCue, anchor_boost, edge_prior, wrong_side
+from llama_index_e2rag.ranking.anchor import Anchor, find_anchor, wrong_side
+from llama_index_e2rag.ranking.temporal import TemporalCue, edge_prior
 from llama_index_e2rag.schema import GraphNode, normalize_text
+from llama_index_e2rag.story_position import headings as find_headings
 
 SIGNALS = ("lexical", "dense", "mention", "event", "co_event", "anchor", "edge")
 #: Verbs a question uses to ask, not to name an event.
 LIGHT_VERBS = frozenset({"be", "have", "do", "happen", "occur"})
+#: Entity types of mentions that are no character an anchor's region could follow: plain nouns
+#: and the parser's (spaCy's) dates, times and numbers.
+NOT_CHARACTERS = frozenset(
+    {"concept", "DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY"}
+)
 #: Where the fitted weights ship (see ``benchmarks/fit_narrative.py`` for how they were fitted).
 WEIGHTS_PATH = Path(__file__).resolve().parent.parent / "data" / "narrative_weights.json"
 #: Words of a name that never identify a character on their own.
@@ -54,10 +61,15 @@ class NarrativeWeights:
     defaults repeat, so ``NarrativeWeights()`` and ``NarrativeWeights.fitted()`` agree).
 
     ``continuation``: a hit within this many z-units of the best hit brings the passage that
-    follows it (negative: never). ``anchor_span`` / ``anchor_decay`` / ``anchor_self``: how far
-    the anchor bonus reaches, how fast it falls and what the anchor itself gets;
-    ``anchor_top``: anchor passages taken per clause; ``anchor_side``: what a passage on the
-    side the question does not look at loses (*after X*: the story before X).
+    follows it (negative: never). ``anchor_reach``: the story distance (share of the document,
+    or of the anchor characters' appearances) at which the anchor bonus has halved;
+    ``anchor_self``: what the anchor itself gets; ``anchor_follow``: the least share of the
+    bonus a passage on the cue's side keeps where a character of the anchor's moment reappears,
+    however far away; ``anchor_side``: what a passage on the side
+    the question does not look at loses (*after X*: the story before X);
+    ``anchor_confidence``: the least calibrated confidence an anchor needs to be used at all;
+    ``anchor_calibration``: (bias, margin, peak) of that confidence's logistic curve
+    (``ranking.anchor``).
     """
 
     lexical: float = 0.5
@@ -68,11 +80,12 @@ class NarrativeWeights:
     anchor: float = 3.0
     edge: float = 0.25
     continuation: float = 0.0
-    anchor_span: int = 3
-    anchor_decay: float = 0.5
-    anchor_self: float = 0.0
-    anchor_top: int = 1
+    anchor_reach: float = 0.005
+    anchor_self: float = 0.5
     anchor_side: float = 0.5
+    anchor_follow: float = 0.0
+    anchor_confidence: float = 0.5
+    anchor_calibration: tuple[float, float, float] = (-1.0674, 0.6181, 0.1794)
 
     @classmethod
     def fitted(cls) -> "NarrativeWeights":
@@ -81,7 +94,10 @@ class NarrativeWeights:
             return cls()
         data = json.loads(WEIGHTS_PATH.read_text(encoding="utf-8"))
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.get("weights", {}).items() if k in known})
+        values = {k: v for k, v in data.get("weights", {}).items() if k in known}
+        if "anchor_calibration" in values:
+            values["anchor_calibration"] = tuple(values["anchor_calibration"])
+        return cls(**values)
 
     def without(self, *signals: str) -> "NarrativeWeights":
         """The same weights with some signals (or ``continuation``) switched off."""
@@ -111,9 +127,42 @@ class PassageTable:
     events: dict[str, list[tuple[int, frozenset[str]]]] = field(default_factory=dict)
     #: (document order, start offset) per row, for placing nodes by offset
     starts: list[tuple[int, int]] = field(default_factory=list)
+    #: names of named entities (a parser's PERSON, ORG, …; an LLM's entities): the characters
+    #: an anchor's region follows (a parser's plain nouns, "storm", "the road", are not, nor
+    #: its dates, times and numbers: "that night" reappears everywhere and is nobody)
+    named: set[str] = field(default_factory=set)
+    #: document order -> its length in characters (the end of its last passage)
+    lengths: dict[int, int] = field(default_factory=dict)
+    #: document order -> chapter-like headings (offset, "Chapter III") found in its passages
+    headings: dict[int, tuple[tuple[int, str], ...]] = field(default_factory=dict)
+    #: start offset per row (from ``starts``)
+    offsets: np.ndarray = field(init=False, repr=False)
+    #: per row, how many headings of its document come at or before it (0: none yet)
+    chapters: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.offsets = np.array([s for _, s in self.starts], dtype=np.int64)
+        self.chapters = np.zeros(len(self.starts), dtype=np.int64)
+        for row, (doc, offset) in enumerate(self.starts):
+            heads = self.headings.get(doc)
+            if heads:
+                self.chapters[row] = bisect.bisect_right([o for o, _ in heads], offset)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def doc_length(self, doc_order: int) -> int:
+        """The document's length in characters (0 when unknown)."""
+        return self.lengths.get(doc_order, 0)
+
+    def names_at(self, first: int, last: int) -> tuple[str, ...]:
+        """The mention names found in passages ``first`` to ``last`` (inclusive)."""
+        found = []
+        for name, rows in self.names.items():
+            i = int(np.searchsorted(rows, first))
+            if i < rows.size and rows[i] <= last:
+                found.append(name)
+        return tuple(sorted(found))
 
     def row_of(self, doc_order: int, offset: int) -> Optional[int]:
         """The passage holding character ``offset`` of the document with that order."""
@@ -135,11 +184,19 @@ def build_table(
     occurrences are its ``attrs["spans"]`` (the parser records pronouns it resolved there too)
     or its ``span``; a node without offsets (LLM-extracted) is placed at its ``pos``.
     """
+    lengths: dict[int, int] = {}
+    heads: dict[int, list[tuple[int, str]]] = {}
+    for p in passages:
+        end = p.span[1] if p.span else p.pos[1] + len(p.text)
+        lengths[p.pos[0]] = max(lengths.get(p.pos[0], 0), end)
+        heads.setdefault(p.pos[0], []).extend(find_headings(p.text, p.span[0] if p.span else p.pos[1]))
     table = PassageTable(
         ids=[p.id for p in passages],
         doc_of=np.array([p.pos[0] for p in passages], dtype=np.int64),
         vectors=_unit_rows(np.asarray(vectors, dtype=np.float32)),
         starts=[(p.pos[0], p.pos[1]) for p in passages],
+        lengths=lengths,
+        headings={doc: tuple(sorted(found)) for doc, found in heads.items() if found},
     )
     rows_by_name: dict[str, set[int]] = {}
     by_chunk: dict[str, list[int]] = {}
@@ -159,6 +216,8 @@ def build_table(
         if not mention.attrs.get("spans"):  # LLM-extracted: every passage of its chunk naming it
             rows |= {r for r in by_chunk.get(mention.chunk_id or "", ()) if f" {name} " in words_of(r)}
         rows_by_name.setdefault(name, set()).update(r for r in rows if r is not None)
+        if mention.attrs.get("entity_type", "named") not in NOT_CHARACTERS:
+            table.named.add(name)
     table.names = {n: np.array(sorted(r), dtype=np.int64) for n, r in rows_by_name.items()}
     for name in table.names:
         for word in name.split():
@@ -266,13 +325,19 @@ def signals(
         cosine=cosine,
     )
     if clause is not None:
-        c_lex, c_vec, c_graph = clause
-        out.clause = (
-            zscore(c_lex),
-            zscore(table.vectors @ _unit(c_vec)) if len(table) else np.zeros(0),
-            event_signal(table, c_graph),
-        )
+        out.clause = clause_signals(table, *clause)
     return out
+
+
+def clause_signals(
+    table: PassageTable, lexical: np.ndarray, vector: np.ndarray, graph: QueryGraph
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The anchor clause's own lexical, dense and event arrays (``Signals.clause``)."""
+    return (
+        zscore(lexical),
+        zscore(table.vectors @ _unit(vector)) if len(table) else np.zeros(0),
+        event_signal(table, graph),
+    )
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -353,6 +418,28 @@ def co_event_signal(table: PassageTable, graph: QueryGraph) -> np.ndarray:
     return out
 
 
+def locate_anchor(
+    table: PassageTable,
+    cue: Optional[TemporalCue],
+    clause: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    w: NarrativeWeights,
+) -> Optional[Anchor]:
+    """The anchor of a question's *after / before / during* clause (``ranking.anchor``): the
+    passage the clause's own lexical, dense and event signals (``clause_signals``) score best,
+    with its confidence and region; ``None`` without a clause or with the anchor switched off.
+    Every mode finds its anchor here, so they agree on it."""
+    if cue is None or clause is None or not w.anchor or not len(table):
+        return None
+    if cue.relation not in ("after", "before", "during"):
+        return None
+    c_lex, c_dense, c_event = clause
+    score = w.lexical * c_lex + w.dense * c_dense + w.event * c_event
+    return find_anchor(
+        table, score, cue.relation, w.anchor_calibration, w.anchor_confidence, w.anchor_reach,
+        w.anchor_self, w.anchor_follow,
+    )
+
+
 @dataclass(frozen=True)
 class Ranked:
     """A ranked passage row, its fused score, and what brought it."""
@@ -375,17 +462,9 @@ def fuse(table: PassageTable, sig: Signals, w: NarrativeWeights) -> tuple[np.nda
     cue = sig.cue
     if cue is not None and cue.relation in ("first", "last") and w.edge:
         parts["edge"] = w.edge * edge_prior(table.doc_of, cue.relation)
-    if cue is not None and sig.clause is not None and w.anchor and len(table):
-        c_lex, c_dense, c_event = sig.clause
-        anchor_score = w.lexical * c_lex + w.dense * c_dense + w.event * c_event
-        top = np.argsort(-anchor_score, kind="stable")[: max(1, w.anchor_top)]
-        boost = anchor_boost(
-            table.doc_of, [int(i) for i in top], cue.relation, w.anchor_span, w.anchor_decay,
-            w.anchor_self,
-        )
-        parts["anchor"] = w.anchor * boost - w.anchor_side * wrong_side(
-            table.doc_of, [int(i) for i in top], cue.relation
-        )
+    anchor = locate_anchor(table, sig.cue, sig.clause, w)
+    if anchor is not None and anchor.used:
+        parts["anchor"] = w.anchor * anchor.bonus - w.anchor_side * wrong_side(table, anchor)
     total = np.zeros(len(table), dtype=np.float32)
     for value in parts.values():
         total = total + value

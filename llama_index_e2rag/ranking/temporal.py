@@ -2,10 +2,9 @@
 
 *"What did Peter do after he lost his shoes?"* asks about the story that **follows** the event
 "he lost his shoes": the anchor. The question's time word gives the relation, the clause it
-introduces is the anchor's description; the caller finds the anchor passages (by the same
-lexical, dense and event signals as the question) and ``anchor_boost`` turns them into a bonus
-for the passages that follow (*after*, *then*), precede (*before*, *until*) or surround (*when*,
-*while*, *during*, *as*) the anchor, decaying with the distance in passages. *first* and
+introduces is the anchor's description; ``ranking.anchor`` finds the anchor passage, how sure
+that is, and the region of the story that follows (*after*, *then*), precedes (*before*,
+*until*) or surrounds (*when*, *while*, *during*, *as*) it, measured in story terms. *first* and
 *last / finally / at the end* carry no clause; they point at the beginning or end of the story
 (``edge_prior``).
 """
@@ -134,67 +133,6 @@ def _is_clause_as(text: str, match: re.Match[str]) -> bool:
     return _opens_clause(after)
 
 
-def anchor_boost(
-    doc_of: Sequence[int] | np.ndarray,
-    anchors: Sequence[int],
-    relation: Relation,
-    span: int,
-    decay: float,
-    self_weight: float,
-) -> np.ndarray:
-    """A bonus per unit (in story order) for being where ``relation`` points from ``anchors``.
-
-    Units are consecutive in story order and ``doc_of`` gives each unit's document, so the
-    story never runs across a document boundary. The unit ``d`` steps after (or before) an
-    anchor gets ``decay ** (d - 1)`` for ``d <= span``; the anchor itself gets ``self_weight``
-    (it often states the answer's premise); *during* rewards the anchor (1.0) and its neighbours
-    (``decay``). Several anchors: the best bonus per unit.
-    """
-    doc_of = np.asarray(doc_of)
-    n = len(doc_of)
-    boost = np.zeros(n, dtype=np.float32)
-    for anchor in anchors:
-        if not 0 <= anchor < n:
-            continue
-        if relation == "during":
-            steps = [(anchor, 1.0)] + [
-                (anchor + d * sign, decay ** d) for d in range(1, span + 1) for sign in (1, -1)
-            ]
-        else:
-            sign = 1 if relation == "after" else -1
-            steps = [(anchor, self_weight)] + [
-                (anchor + sign * d, decay ** (d - 1)) for d in range(1, span + 1)
-            ]
-        for unit, value in steps:
-            if 0 <= unit < n and doc_of[unit] == doc_of[anchor]:
-                boost[unit] = max(boost[unit], value)
-    return boost
-
-
-def wrong_side(
-    doc_of: Sequence[int] | np.ndarray, anchors: Sequence[int], relation: Relation
-) -> np.ndarray:
-    """1 for units of an anchor's document on the side the question does not look at.
-
-    *after X*: the story before X (X itself excluded); *before X*: the story after it. Passages
-    that merely restate X later in the story, or a character's earlier facet, then lose ground.
-    With several anchors a unit is on the wrong side only of them all.
-    """
-    doc_of = np.asarray(doc_of)
-    n = len(doc_of)
-    if relation not in ("after", "before") or not anchors:
-        return np.zeros(n, dtype=np.float32)
-    rows = np.arange(n)
-    wrong = np.ones(n, dtype=bool)
-    for anchor in anchors:
-        if not 0 <= anchor < n:
-            continue
-        same = doc_of == doc_of[anchor]
-        side = rows < anchor if relation == "after" else rows > anchor
-        wrong &= same & side
-    return wrong.astype(np.float32)
-
-
 def edge_prior(doc_of: Sequence[int] | np.ndarray, relation: Relation) -> np.ndarray:
     """*first*: 1 at the start of each document falling to 0 at its end; *last*: the reverse."""
     doc_of = np.asarray(doc_of)
@@ -204,29 +142,3 @@ def edge_prior(doc_of: Sequence[int] | np.ndarray, relation: Relation) -> np.nda
         ramp = np.linspace(1.0, 0.0, len(rows)) if len(rows) > 1 else np.ones(1)
         prior[rows] = ramp if relation == "first" else ramp[::-1]
     return prior
-
-
-def anchored(
-    scores: dict[str, float],
-    sequence: Sequence[tuple[str, int]],
-    anchors: Sequence[str],
-    relation: Relation,
-    weight: float,
-    span: int,
-    decay: float,
-    self_weight: float,
-) -> dict[str, float]:
-    """``scores`` of units (e.g. chunks) plus ``weight`` times their ``anchor_boost``.
-
-    ``sequence`` lists ``(unit id, document order)`` of every unit in story order, so distances
-    are counted in units of the story even when only a few of them are scored.
-    """
-    row = {unit: i for i, (unit, _) in enumerate(sequence)}
-    boost = anchor_boost(
-        [doc for _, doc in sequence], [row[a] for a in anchors if a in row], relation, span,
-        decay, self_weight,
-    )
-    return {
-        unit: score + (weight * float(boost[row[unit]]) if unit in row else 0.0)
-        for unit, score in scores.items()
-    }

@@ -59,6 +59,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index_e2rag.filters import DocScope, asearch, search
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
+    ANCHOR_KEY,
     EVIDENCE_KEY,
     SIGNALS_KEY,
     ContextBundle,
@@ -69,12 +70,21 @@ from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError, MissingMod
 from llama_index_e2rag.modes import HYDE_VARIANTS
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.ranking import find_seeds, one_hop, rank_chunks
-from llama_index_e2rag.ranking.temporal import TemporalCue, anchored, temporal_cue
+from llama_index_e2rag.ranking.anchor import Anchor, anchor_metadata, side_cost, unit_anchor
+from llama_index_e2rag.ranking.narrative import (
+    NarrativeWeights,
+    PassageTable,
+    QueryGraph,
+    clause_signals,
+    locate_anchor,
+)
+from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
+from llama_index_e2rag.passage_cache import narrative_state
 from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
+from llama_index_e2rag.retrievers.narrative import restrict_state
 from llama_index_e2rag.retrievers.vector import CHUNK_WORDS_FLOOR, chunk_result
-from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
-from llama_index_e2rag.state_cache import StateCache
+from llama_index_e2rag.schema import GraphNode, NodeKind
 from llama_index_e2rag.stores import Stores
 
 if TYPE_CHECKING:
@@ -83,12 +93,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Temporal anchoring of chunks (not in the paper; off with ``faithful=True``): the bonus of a
-#: chunk where the cue points (cosine units), how many chunks it reaches, how fast it falls, and
-#: the share the anchor's own chunk gets (it often holds the start of what follows).
+#: chunk where the cue points fully, in cosine units. The anchor, its confidence and its region
+#: are the ``narrative`` mode's (``ranking.anchor``); a chunk wholly on the side a used anchor's
+#: question does not look at costs ``ANCHOR_WEIGHT`` times the narrative mode's ratio of
+#: ``anchor_side`` to ``anchor`` times ``side_cost(confidence)``, the same relative cost.
 ANCHOR_WEIGHT = 0.15
-ANCHOR_SPAN = 6
-ANCHOR_DECAY = 0.8
-ANCHOR_SELF = 0.5
 T = TypeVar("T")
 
 
@@ -273,25 +282,35 @@ class EntityEventRetriever(StoresRetriever):
         )
         expanded = one_hop(graph, seeds)
         chunk_sims = await rank_chunks(source, z_q, expanded)
-        ranking = chunk_sims
-        if cue is not None and clause:
-            ranking = await self._anchored(source, chunk_sims, cue, vectors[cue.clause])
+        ranking, anchor, beyond = chunk_sims, None, {}
+        located = self._locate(cue, vectors[cue.clause]) if cue is not None and clause else None
+        if located is not None:
+            if located[1].used and self.anchor_weight:
+                # the part of the story a used anchor points at may hold no seed (the heroine's
+                # earlier facet, chapters before the incident): the chunks nearest the question
+                # join V_q+ and the anchor ranks them all
+                nearest = await source.lookup(NodeKind.CHUNK, z_q, self.similarity_top_k)
+                beyond = {c: sim for c, sim in nearest.items() if c not in chunk_sims}
+                chunk_sims = {**chunk_sims, **beyond}
+            ranking, anchor = self._anchored(chunk_sims, located[0], located[1]), located[2]
         positions = {
             n.id: n.pos
             for n in graph.get_nodes(chunk_sims)
             if scope is None or scope.allows(n.doc_id)  # expansion may cross a document link
         }
+        positions.update((n.id, n.pos) for n in self._stores.graph.get_nodes(list(beyond)))
         ranked = sorted(
             (cid for cid in chunk_sims if cid in positions),
             key=lambda cid: (-ranking[cid], positions[cid]),
         )
         signals = {
-            cid: {"similarity": round(sim, 4), "anchor": round(ranking[cid] - sim, 4)}
+            cid: {"similarity": round(sim, 4), "anchor": round(ranking[cid] - sim, 4),
+                  "beyond_v_q": 1.0 if cid in beyond else 0.0}
             for cid, sim in chunk_sims.items()
         }
         if self.budget_words is None:
             top = ranked[: self.similarity_top_k]
-            return self._to_nodes(top, ranking, expanded, seeds, signals), plan
+            return self._to_nodes(top, ranking, expanded, seeds, signals, anchor), plan
         if not self.faithful:  # chunks beyond V_q+ keep filling the budget, best first
             depth = budget_depth(self.budget_words, CHUNK_WORDS_FLOOR, self.similarity_top_k)
             extra = await source.lookup(NodeKind.CHUNK, z_q, depth)
@@ -299,26 +318,60 @@ class EntityEventRetriever(StoresRetriever):
             for cid, sim in extra.items():
                 signals.setdefault(cid, {"similarity": round(sim, 4), "beyond_v_q": 1.0})
             ranking = {**extra, **ranking}
-        nodes = self._to_nodes(ranked, ranking, expanded, seeds, signals)
+        nodes = self._to_nodes(ranked, ranking, expanded, seeds, signals, anchor)
         return within_budget(nodes, self.budget_words), plan
 
-    async def _anchored(
-        self,
-        source: StoresSource,
-        sims: dict[str, float],
-        cue: TemporalCue,
-        clause_vector: np.ndarray,
+    def _locate(
+        self, cue: TemporalCue, clause_vector: np.ndarray
+    ) -> Optional[tuple[PassageTable, Anchor, dict[str, Any]]]:
+        """The anchor of ``cue``'s clause and ``metadata["anchor"]`` (None: no anchor).
+
+        The anchor is found among the index's passages exactly as the ``narrative`` mode finds
+        it (``ranking.narrative.locate_anchor``). An index without passages is not anchored.
+        """
+        state = narrative_state(self._stores)
+        scope = self._scope()
+        if scope is not None:
+            state = restrict_state(state, scope, self._stores.graph.doc_orders())
+        table = state.table
+        clause = clause_signals(
+            table, state.lexical.scores(cue.clause), clause_vector, self._clause_graph(cue.clause)
+        ) if len(table) else None
+        anchor = locate_anchor(table, cue, clause, NarrativeWeights.fitted())
+        if anchor is None:
+            return None
+        text = self._stores.graph.get_nodes([table.ids[anchor.row]])
+        record = anchor_metadata(table, anchor, text[0].text if text else "", cue.clause)
+        return table, anchor, record
+
+    def _anchored(
+        self, sims: dict[str, float], table: PassageTable, anchor: Anchor
     ) -> dict[str, float]:
-        """Chunk scores with the temporal bonus around the anchor event of ``cue``'s clause."""
-        hits = await source.lookup(NodeKind.EVENT, clause_vector, 1)
-        anchors = [n.chunk_id for n in self._stores.graph.get_nodes(hits) if n.chunk_id]
-        if not anchors:
-            return sims
-        sequence = _CHUNK_SEQUENCE.get(self._stores)
-        return anchored(
-            sims, sequence, anchors, cue.relation, self.anchor_weight, ANCHOR_SPAN, ANCHOR_DECAY,
-            ANCHOR_SELF,
+        """Chunk scores with the anchor's bonus and cost: a chunk reads the region through its
+        passages (``ranking.anchor.unit_anchor``)."""
+        weights = NarrativeWeights.fitted()
+        chunks = [c for c in self._stores.graph.get_nodes(list(sims)) if c.span]
+        bonus, wrong = unit_anchor(
+            table, anchor, [(c.pos[0], c.span[0], c.span[1]) for c in chunks]  # type: ignore[index]
         )
+        side = (self.anchor_weight * weights.anchor_side / weights.anchor
+                * side_cost(anchor.confidence))
+        ranking = dict(sims)
+        for chunk, gain, cost in zip(chunks, bonus, wrong):
+            lift = self.anchor_weight * float(gain) - side * float(cost)
+            ranking[chunk.id] = sims[chunk.id] + lift
+        return ranking
+
+    def _clause_graph(self, clause: str) -> QueryGraph:
+        """The anchor clause's characters and events, by the offline parser (none without it)."""
+        try:
+            parser = self._parser or self._fallback_parser
+            if parser is None:
+                parser = self._fallback_parser = extractors_parser(())
+            return QueryGraph.from_nodes(parser.query_nodes(clause))
+        except (ImportError, MissingModelError) as exc:
+            logger.warning("no spaCy parser (%s): the anchor clause is read without events", exc)
+            return QueryGraph()
 
     async def _plan(self, query: str, aio: bool) -> RetrievalPlan:
         hypothetical = None
@@ -420,6 +473,7 @@ class EntityEventRetriever(StoresRetriever):
         expanded: list[GraphNode],
         seeds: dict[str, float],
         signals: dict[str, dict[str, float]],
+        anchor: Optional[dict[str, Any]] = None,
     ) -> list[NodeWithScore]:
         """Chunks with the evidence that led there: ids (hidden) and a compact text (LLM-visible).
 
@@ -444,6 +498,8 @@ class EntityEventRetriever(StoresRetriever):
                 "retriever": "entity_event",
                 SIGNALS_KEY: {k: v for k, v in signals.get(chunk.node_id, {}).items() if v},
             }
+            if anchor is not None:
+                extra[ANCHOR_KEY] = anchor
             text = render_evidence(
                 chunk.node_id, [expanded_by_id[i] for i in shown if i in expanded_by_id], touching
             )
@@ -453,15 +509,6 @@ class EntityEventRetriever(StoresRetriever):
                 )
             )
         return results
-
-
-def _chunk_sequence(stores: Stores, state: Any) -> list[tuple[str, int]]:
-    """The extraction chunks in story order (ChronoRAG's layer-0 chunks are another unit)."""
-    chunks = [c for c in stores.graph.nodes(NodeKind.CHUNK) if c.attrs.get("layer") != 0]
-    return [(c.id, c.pos[0]) for c in sort_by_position(chunks)]
-
-
-_CHUNK_SEQUENCE: StateCache[list[tuple[str, int]]] = StateCache(_chunk_sequence)
 
 
 def _clean(phrases: Iterable[str]) -> list[str]:

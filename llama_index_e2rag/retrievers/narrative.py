@@ -41,6 +41,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index_e2rag.filters import DocScope
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
+    ANCHOR_KEY,
     EVIDENCE_KEY,
     POS_KEY,
     POSITION_KEY,
@@ -60,9 +61,11 @@ from llama_index_e2rag.ranking.narrative import (
     QueryGraph,
     Ranked,
     Signals,
+    locate_anchor,
     rank,
     signals,
 )
+from llama_index_e2rag.ranking.anchor import anchor_metadata
 from llama_index_e2rag.ranking.scores import narrative_score
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
 from llama_index_e2rag.retrievers.budget import TRIMMED_KEY, check_budget
@@ -242,6 +245,7 @@ class NarrativeRetriever(StoresRetriever):
             kept = kept[: self.similarity_top_k]
         chunk_meta = chunk_metadata(self._stores, (state.chunk_ids[k.piece.key.row] for k in kept))
         places = {r.row: place for place, r in enumerate(ranked, start=1)}
+        anchor = self.anchor_record(table, sig)
         results = []
         for item in kept:
             row: Ranked = item.piece.key
@@ -255,6 +259,8 @@ class NarrativeRetriever(StoresRetriever):
                 meta[CONTINUES_KEY] = table.ids[row.continued_from]
             if item.trimmed:
                 meta[TRIMMED_KEY] = True
+            if anchor is not None:
+                meta[ANCHOR_KEY] = anchor
             results.append(
                 NodeWithScore(
                     node=_passage_node(node, item.text, item.start, item.end, meta, explanation),
@@ -262,6 +268,15 @@ class NarrativeRetriever(StoresRetriever):
                 )
             )
         return results
+
+    def anchor_record(self, table: PassageTable, sig: Signals) -> Optional[dict[str, Any]]:
+        """``metadata["anchor"]`` of an anchored question (``ranking.anchor``), else None."""
+        anchor = locate_anchor(table, sig.cue, sig.clause, self.weights)
+        if anchor is None or sig.cue is None:
+            return None
+        node = self._stores.graph.get_nodes([table.ids[anchor.row]])
+        text = node[0].text if node else ""
+        return anchor_metadata(table, anchor, text, sig.cue.clause)
 
     def _calibrate(self, raw: float, signals: dict[str, float]) -> float:
         """The result as the cosine of equal relevance (``ranking.scores``): a continuation is
@@ -314,6 +329,9 @@ def restrict_state(
         name_words=name_words,
         events=events,
         starts=[table.starts[r] for r in rows],
+        named=table.named,
+        lengths=table.lengths,
+        headings=table.headings,
     )
     return NarrativeState(
         state.state,

@@ -15,6 +15,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
+    ANCHOR_KEY,
     EVIDENCE_KEY,
     EVIDENCE_TEXT_KEY,
     POS_KEY,
@@ -34,7 +35,8 @@ from llama_index_e2rag.vectors.base import VectorHit
 CHUNK_WORDS_FLOOR = 50
 #: Retrieval bookkeeping on returned chunks, kept out of embedding and LLM views.
 BOOKKEEPING_KEYS = (
-    POS_KEY, "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "seed_scores", SIGNALS_KEY
+    POS_KEY, "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "seed_scores", SIGNALS_KEY,
+    ANCHOR_KEY,
 )
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import llama_index_e2rag.ranking.narrative as narrative
+from llama_index_e2rag.ranking.anchor import side_cost
 from llama_index_e2rag.ranking.narrative import (
     SIGNALS,
     NarrativeWeights,
@@ -19,6 +20,7 @@ from llama_index_e2rag.ranking.narrative import (
     co_event_signal,
     event_signal,
     fuse,
+    locate_anchor,
     match_names,
     mention_signal,
     rank,
@@ -328,25 +330,30 @@ def test_fused_score_is_the_sum_of_weighted_parts():
 
 def test_the_anchor_part_rewards_passages_after_the_best_clause_passage():
     table = _table((6,))
-    clause = (np.array([0, 3.0, 0, 0, 0, 0]), np.zeros(6), np.zeros(6))
-    w = NarrativeWeights(lexical=1.0, dense=0.0, anchor=2.0, anchor_span=2, anchor_decay=0.5,
-                         anchor_self=0.25, anchor_side=0.0)
+    clause = (np.array([0, 30.0, 0, 0, 0, 0]), np.zeros(6), np.zeros(6))
+    w = NarrativeWeights(lexical=1.0, dense=0.0, anchor=2.0, anchor_reach=0.2,
+                         anchor_self=0.25, anchor_side=0.0, anchor_confidence=0.5,
+                         anchor_calibration=(0.0, 1.0, 0.0))
     after = _signals(6, cue=TemporalCue("after", "x y", "after"), clause=clause)
-    _, parts = fuse(table, after, w)
-    assert np.allclose(parts["anchor"], [0, 0.5, 2.0, 1.0, 0, 0])
+    part = fuse(table, after, w)[1]["anchor"]
+    assert part[1] == pytest.approx(0.5) and part[0] == 0
+    assert part[2] > part[3] > part[4] > part[5] > 0  # falling with the story distance
     before = _signals(6, cue=TemporalCue("before", "x y", "before"), clause=clause)
-    assert np.allclose(fuse(table, before, w)[1]["anchor"], [2.0, 0.5, 0, 0, 0, 0])
+    part = fuse(table, before, w)[1]["anchor"]
+    assert part[0] > 0 and part[1] == pytest.approx(0.5) and not part[2:].any()
     # switched off: no anchor part at all
     assert "anchor" not in fuse(table, after, w.without("anchor"))[1]
 
 
-def test_anchor_top_takes_several_anchor_passages():
+def test_an_unsure_anchor_gives_no_anchor_part():
     table = _table((8,))
-    clause = (np.array([0, 3.0, 0, 0, 0, 2.0, 0, 0]), np.zeros(8), np.zeros(8))
+    # two equally good places for the clause: no margin over the rival
+    clause = (np.array([0, 3.0, 0, 0, 0, 3.0, 0, 0]), np.zeros(8), np.zeros(8))
     sig = _signals(8, cue=TemporalCue("after", "x y", "after"), clause=clause)
-    one = fuse(table, sig, NarrativeWeights(anchor=1.0, anchor_top=1))[1]["anchor"]
-    two = fuse(table, sig, NarrativeWeights(anchor=1.0, anchor_top=2))[1]["anchor"]
-    assert one[6] == 0 and two[6] > 0 and np.allclose(one[:5], two[:5])
+    w = NarrativeWeights(lexical=1.0, dense=0.0, anchor=1.0, anchor_confidence=0.6,
+                         anchor_calibration=(0.0, 1.0, 0.0))
+    assert "anchor" not in fuse(table, sig, w)[1]
+    assert "anchor" in fuse(table, sig, NarrativeWeights(**{**asdict(w), "anchor_confidence": 0.4}))[1]
 
 
 def test_edge_leans_to_the_start_for_first_and_the_end_for_last():
@@ -433,9 +440,11 @@ def test_fitted_weights_come_from_the_shipped_file_and_ignore_unknown_keys(tmp_p
     path = tmp_path / "weights.json"
     monkeypatch.setattr(narrative, "WEIGHTS_PATH", path)
     assert NarrativeWeights.fitted() == NarrativeWeights()  # no file: the class defaults
-    path.write_text(json.dumps({"weights": {"lexical": 0.9, "anchor_span": 4, "future": 1}}))
+    path.write_text(json.dumps({"weights": {"lexical": 0.9, "anchor_reach": 0.1, "future": 1,
+                                            "anchor_calibration": [1.0, 2.0, 3.0]}}))
     fitted = NarrativeWeights.fitted()
-    assert (fitted.lexical, fitted.anchor_span) == (0.9, 4)
+    assert (fitted.lexical, fitted.anchor_reach) == (0.9, 0.1)
+    assert fitted.anchor_calibration == (1.0, 2.0, 3.0)
     assert fitted.dense == NarrativeWeights().dense
 
 
@@ -443,7 +452,7 @@ def test_fitted_weights_come_from_the_shipped_file_and_ignore_unknown_keys(tmp_p
 def _clause_at(n: int, row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Clause signals that make ``row`` the anchor passage."""
     peak = np.zeros(n, dtype=np.float32)
-    peak[row] = 1.0
+    peak[row] = 30.0
     return peak, peak, np.zeros(n, dtype=np.float32)
 
 
@@ -459,15 +468,18 @@ def test_a_before_question_continues_toward_the_story_before_a_hit():
 @pytest.mark.parametrize("relation", ["after", "before"])
 def test_anchor_side_costs_the_side_the_question_does_not_look_at(relation):
     table = _table((7, 3))
-    w = NarrativeWeights(lexical=1.0, dense=0.0, anchor=1.0, anchor_side=0.5, anchor_span=1,
-                         continuation=-1.0)
+    w = NarrativeWeights(lexical=1.0, dense=0.0, anchor=1.0, anchor_side=0.5, anchor_reach=0.05,
+                         continuation=-1.0, anchor_confidence=0.5,
+                         anchor_calibration=(0.0, 1.0, 0.0))
     sig = _signals(10, cue=TemporalCue(relation, "x", relation), clause=_clause_at(10, 3))
     _, parts = fuse(table, sig, w)
     anchor = parts["anchor"]
+    located = locate_anchor(table, sig.cue, sig.clause, w)
+    assert located is not None and located.used
     for row in range(7):  # document 0 holds the anchor (row 3)
         wrong = row < 3 if relation == "after" else row > 3
-        if wrong:
-            assert anchor[row] == pytest.approx(-0.5)
+        if wrong:  # the side cost, scaled by how sure the anchor is
+            assert anchor[row] == pytest.approx(-0.5 * side_cost(located.confidence))
         else:
             assert anchor[row] >= 0.0
     assert np.all(anchor[7:] == 0.0), "another document is on no side of the anchor"

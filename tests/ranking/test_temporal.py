@@ -1,4 +1,5 @@
-"""ranking.temporal: the question's time relation and anchor clause; anchor bonus; story edges."""
+"""ranking.temporal: the question's time relation and anchor clause; story edges (the anchor's
+region: tests/ranking/test_anchor.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pytest
 from llama_index_e2rag.ranking.temporal import (
     MIN_CLAUSE_WORDS,
     TemporalCue,
-    anchor_boost,
     edge_prior,
     temporal_cue,
 )
@@ -133,55 +133,6 @@ def test_the_second_as_of_a_comparison_is_not_temporal():
     assert temporal_cue("Was Peter as naughty as his sisters?") is None
 
 
-# -- anchor_boost --------------------------------------------------------------------------------
-ONE_DOC = [0] * 8
-
-
-def test_after_rewards_the_following_units_decaying_and_the_anchor_by_self_weight():
-    boost = anchor_boost(ONE_DOC, [3], "after", span=3, decay=0.5, self_weight=0.25)
-    assert boost.tolist() == [0, 0, 0, 0.25, 1.0, 0.5, 0.25, 0]
-
-
-def test_before_mirrors_after():
-    boost = anchor_boost(ONE_DOC, [4], "before", span=3, decay=0.5, self_weight=0.25)
-    expected = np.zeros(8)
-    expected[[4, 3, 2, 1]] = [0.25, 1.0, 0.5, 0.25]
-    assert np.allclose(boost, expected)
-
-
-def test_during_rewards_the_anchor_most_and_its_neighbours_on_both_sides():
-    boost = anchor_boost(ONE_DOC, [4], "during", span=2, decay=0.5, self_weight=0.1)
-    expected = np.zeros(8)
-    expected[[2, 3, 4, 5, 6]] = [0.25, 0.5, 1.0, 0.5, 0.25]
-    assert np.allclose(boost, expected)
-
-
-@pytest.mark.parametrize("relation", ["after", "before", "during"])
-def test_the_bonus_decays_with_distance(relation):
-    boost = anchor_boost([0] * 21, [10], relation, span=6, decay=0.7, self_weight=0.0)
-    sign = -1 if relation == "before" else 1
-    values = [boost[10 + sign * d] for d in range(1, 7)]
-    assert all(a > b > 0 for a, b in zip(values, values[1:]))
-    assert boost[10 + sign * 7] == 0  # nothing beyond the span
-
-
-@pytest.mark.parametrize("relation", ["after", "before", "during"])
-def test_the_bonus_never_crosses_a_document_boundary(relation):
-    doc_of = [0, 0, 0, 1, 1, 1, 2, 2]
-    for anchor in range(len(doc_of)):
-        boost = anchor_boost(doc_of, [anchor], relation, span=5, decay=0.9, self_weight=0.5)
-        other = [i for i, d in enumerate(doc_of) if d != doc_of[anchor]]
-        assert not boost[other].any(), (anchor, boost)
-
-
-def test_several_anchors_give_the_best_bonus_per_unit_and_bad_anchors_are_ignored():
-    single = [anchor_boost(ONE_DOC, [a], "after", 3, 0.5, 0.25) for a in (1, 3)]
-    both = anchor_boost(ONE_DOC, [1, 3, -1, 99], "after", 3, 0.5, 0.25)
-    assert np.allclose(both, np.maximum(*single))
-    assert not anchor_boost(ONE_DOC, [], "after", 3, 0.5, 0.25).any()
-    assert anchor_boost([], [0], "after", 3, 0.5, 0.25).shape == (0,)
-
-
 # -- edge_prior ----------------------------------------------------------------------------------
 def test_first_and_last_ramp_over_each_document():
     doc_of = np.array([0, 0, 0, 1, 1, 2])
@@ -192,32 +143,3 @@ def test_first_and_last_ramp_over_each_document():
     for doc in (0, 1):
         rows = doc_of == doc
         assert np.all(np.diff(first[rows]) < 0) and np.all(np.diff(last[rows]) > 0)
-
-
-# -- wrong_side ----------------------------------------------------------------------------------
-def test_wrong_side_marks_the_story_the_question_does_not_look_at():
-    from llama_index_e2rag.ranking.temporal import wrong_side
-
-    docs = [0] * 5 + [1] * 3
-    assert list(wrong_side(docs, [2], "after")) == [1, 1, 0, 0, 0, 0, 0, 0]
-    assert list(wrong_side(docs, [2], "before")) == [0, 0, 0, 1, 1, 0, 0, 0]
-    assert not wrong_side(docs, [2], "during").any()
-    assert not wrong_side(docs, [], "after").any()
-    # several anchors: wrong only where every anchor says so
-    assert list(wrong_side(docs, [1, 3], "after")) == [1, 0, 0, 0, 0, 0, 0, 0]
-    assert list(wrong_side(docs, [1, 6], "after")) == [0] * 8
-
-
-@pytest.mark.parametrize(
-    "question, expected",
-    [
-        ("Who once lived in the castle?", None),  # "once" as an adverb
-        ("Once the king had died, who ruled?", ("after", "the king had died")),
-        ("What happened then to the prince?", None),  # "then" after the question itself
-        ("Peter ate lettuces, then what did he eat?", ("after", "Peter ate lettuces")),
-        ("Did he stay until the end?", ("last", "")),
-    ],
-)
-def test_once_then_and_until_the_end(question, expected):
-    cue = temporal_cue(question)
-    assert (None if cue is None else (cue.relation, cue.clause)) == expected
