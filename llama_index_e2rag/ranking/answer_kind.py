@@ -49,22 +49,20 @@ def name_kind(name: str, entity_type: Optional[str]) -> Optional[str]:
 
 
 def answer_type_signal(
-    typed: dict[str, tuple[str, np.ndarray]],
+    typed: dict[str, dict[str, np.ndarray]],
     size: int,
     kind: Optional[str],
     excluded: Sequence[str],
 ) -> np.ndarray:
     """1 where a passage writes a name of ``kind`` other than the question's own (``excluded``,
-    the question's names with their aliases), else 0.
+    the question's names with their aliases), else 0. ``typed``: kind -> name -> rows.
 
     A flag, not z-scored: like ``co_event`` it says the passage offers what the question asks
     for, however many passages do (z-scoring would reward a kind for being rare in the story).
     """
     out = np.zeros(size, dtype=np.float32)
-    if kind not in KINDS:
-        return out
     skip = set(excluded)
-    for name, (name_kind_, rows) in typed.items():
-        if name_kind_ == kind and name not in skip:
-            out[rows] = 1.0
+    rows = [found for name, found in typed.get(kind or "", {}).items() if name not in skip]
+    if rows:
+        out[np.concatenate(rows)] = 1.0
     return out

@@ -135,9 +135,9 @@ class PassageTable:
     #: an anchor's region follows (a parser's plain nouns, "storm", "the road", are not, nor
     #: its dates, times and numbers: "that night" reappears everywhere and is nobody)
     named: set[str] = field(default_factory=set)
-    #: typed mention name -> (answer kind it offers, rows where the name is written):
-    #: ``answer_kind``; a resolved pronoun's rows are not among them
-    typed: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)
+    #: answer kind -> mention name offering it -> rows where the name is written
+    #: (``answer_kind``; a resolved pronoun's rows are not among them)
+    typed: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     #: document order -> its length in characters (the end of its last passage)
     lengths: dict[int, int] = field(default_factory=dict)
     #: document order -> chapter-like headings (offset, "Chapter III") found in its passages
@@ -232,9 +232,9 @@ def build_table(
                 "spans") else {r for r in rows if r is not None}
             written.setdefault(name, (kind, set()))[1].update(found)
     table.names = {n: np.array(sorted(r), dtype=np.int64) for n, r in rows_by_name.items()}
-    table.typed = {
-        n: (kind, np.array(sorted(r), dtype=np.int64)) for n, (kind, r) in written.items() if r
-    }
+    for n, (kind, found) in written.items():
+        if found:
+            table.typed.setdefault(kind, {})[n] = np.array(sorted(found), dtype=np.int64)
     for name in table.names:
         for word in name.split():
             table.name_words.setdefault(word, set()).add(name)

@@ -325,11 +325,12 @@ def restrict_state(
         kept_events = [(int(renumber[r]), who) for r, who in found_events if renumber[r] >= 0]
         if kept_events:
             events[lemma] = kept_events
-    typed = {}
-    for name, (kind, found) in table.typed.items():
-        kept = renumber[found]
-        if (kept >= 0).any():
-            typed[name] = (kind, kept[kept >= 0])
+    typed: dict[str, dict[str, np.ndarray]] = {}
+    for kind, by_name in table.typed.items():
+        for name, found in by_name.items():
+            kept = renumber[found]
+            if (kept >= 0).any():
+                typed.setdefault(kind, {})[name] = kept[kept >= 0]
     sub = PassageTable(
         ids=[table.ids[r] for r in rows],
         doc_of=table.doc_of[rows],

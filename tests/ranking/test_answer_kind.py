@@ -84,9 +84,8 @@ def test_a_name_offers_the_kind_of_its_entity_type_or_head_word(name, entity_typ
 def test_a_typed_name_counts_only_where_it_is_written_not_where_a_pronoun_stands_for_it():
     table = _table()
     assert table.names["peter"].tolist() == [0, 2]  # the mention signal keeps the pronoun
-    kind, rows = table.typed["peter"]
-    assert (kind, rows.tolist()) == ("who", [0])
-    assert "rain" not in table.typed
+    assert table.typed["who"]["peter"].tolist() == [0]
+    assert not any("rain" in by_name for by_name in table.typed.values())
 
 
 def _answer_rows(table, kind, names=()) -> list[int]:
@@ -112,8 +111,8 @@ def test_where_and_when_questions_flag_places_and_times_and_other_questions_noth
 
 
 def test_the_signal_is_a_flag_whatever_the_share_of_passages_flagged():
-    typed = {"a": ("who", np.array([0, 1, 2])), "b": ("who", np.array([2])),
-             "c": ("where", np.array([3]))}
+    typed = {"who": {"a": np.array([0, 1, 2]), "b": np.array([2])},
+             "where": {"c": np.array([3])}}
     out = answer_type_signal(typed, 5, "who", ())
     assert out.tolist() == [1.0, 1.0, 1.0, 0.0, 0.0]
 
