@@ -82,7 +82,7 @@ class NarrativeWeights:
     co_event: float = 0.5
     anchor: float = 3.0
     edge: float = 0.25
-    answer_type: float = 0.0
+    answer_type: float = 0.5
     continuation: float = 0.0
     anchor_reach: float = 0.005
     anchor_self: float = 0.5
