@@ -149,18 +149,29 @@ def collect(sample: Sequence[Any], cache: Optional[Path]) -> tuple[list[_Story],
     return collected, _aggregate(rows)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``--stories``, ``--seed``, ``--cache`` and ``--write``, shared with the scripts that
+    fit on this sample (``benchmarks.fit_answer_type``)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--stories", type=int, default=60, help="train stories sampled")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache", type=Path, help="keep each story's signals here")
     parser.add_argument("--write", action="store_true", help="store the fitted values")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
+    return parser.parse_args(argv)
+
+
+def anchored_sample(stories: int, seed: int) -> list[Any]:
+    """The seeded sample of FairytaleQA train stories with an anchored question."""
     train = [s for s in load_fairytaleqa(DEFAULT_DATA_ROOT, split="train")
              if any(_anchored(q.question) for q in s.questions)]
-    random.Random(args.seed).shuffle(train)
-    sample = train[: args.stories]
+    random.Random(seed).shuffle(train)
+    return train[:stories]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = arguments(__doc__, argv)
+    started = time.perf_counter()
+    sample = anchored_sample(args.stories, args.seed)
     collected, baseline = collect(sample, args.cache)
     shipped = NarrativeWeights.fitted()
     x, y = _features(sample, collected, shipped)

@@ -56,7 +56,8 @@ START = NarrativeWeights(lexical=0.5, dense=0.5, mention=0.0, event=0.0, co_even
                          anchor=3.0, edge=0.0, continuation=0.15, anchor_reach=0.02,
                          anchor_self=0.5, anchor_side=0.0)
 #: Every signal on, so the fitting sees all of them (weights are applied later).
-PROBE = NarrativeWeights(mention=1.0, event=1.0, co_event=1.0, anchor=1.0, edge=1.0)
+PROBE = NarrativeWeights(mention=1.0, event=1.0, co_event=1.0, anchor=1.0, edge=1.0,
+                         answer_type=1.0)
 
 
 @dataclass

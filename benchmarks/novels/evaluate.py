@@ -64,7 +64,7 @@ class Config:
 #: The shipped default mode.
 DEFAULT = Config("narrative")
 #: Graph signals of the narrative mode (everything but lexical and dense).
-GRAPH_SIGNALS = ("mention", "event", "co_event", "anchor", "edge")
+GRAPH_SIGNALS = ("mention", "event", "co_event", "anchor", "edge", "answer_type")
 
 
 def ablations() -> list[Config]:

@@ -19,7 +19,9 @@ Signals (each an array over passages):
 * ``co_event``: two of the question's characters take part in one event of the passage;
 * ``anchor``: *after / before / when …* — see ``temporal`` (the cue) and ``anchor`` (which
   passage the clause names, how sure that is, and the region in story terms);
-* ``edge``: *first / last / finally* questions lean toward the start or end of the story.
+* ``edge``: *first / last / finally* questions lean toward the start or end of the story;
+* ``answer_type``: a *who / where / when* question's passage writes a person / place / time the
+  question does not name (``answer_kind``).
 """
 
 from __future__ import annotations
@@ -34,11 +36,12 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 
 from llama_index_e2rag.ranking.anchor import Anchor, find_anchor, wrong_side
+from llama_index_e2rag.ranking.answer_kind import answer_type_signal, name_kind
 from llama_index_e2rag.ranking.temporal import TemporalCue, edge_prior
 from llama_index_e2rag.schema import GraphNode, normalize_text
 from llama_index_e2rag.story_position import headings as find_headings
 
-SIGNALS = ("lexical", "dense", "mention", "event", "co_event", "anchor", "edge")
+SIGNALS = ("lexical", "dense", "mention", "event", "co_event", "anchor", "edge", "answer_type")
 #: Verbs a question uses to ask, not to name an event.
 LIGHT_VERBS = frozenset({"be", "have", "do", "happen", "occur"})
 #: Entity types of mentions that are no character an anchor's region could follow: plain nouns
@@ -79,6 +82,7 @@ class NarrativeWeights:
     co_event: float = 0.5
     anchor: float = 3.0
     edge: float = 0.25
+    answer_type: float = 0.5
     continuation: float = 0.0
     anchor_reach: float = 0.005
     anchor_self: float = 0.5
@@ -131,6 +135,9 @@ class PassageTable:
     #: an anchor's region follows (a parser's plain nouns, "storm", "the road", are not, nor
     #: its dates, times and numbers: "that night" reappears everywhere and is nobody)
     named: set[str] = field(default_factory=set)
+    #: answer kind -> mention name offering it -> rows where the name is written
+    #: (``answer_kind``; a resolved pronoun's rows are not among them)
+    typed: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     #: document order -> its length in characters (the end of its last passage)
     lengths: dict[int, int] = field(default_factory=dict)
     #: document order -> chapter-like headings (offset, "Chapter III") found in its passages
@@ -199,6 +206,7 @@ def build_table(
         headings={doc: tuple(sorted(found)) for doc, found in heads.items() if found},
     )
     rows_by_name: dict[str, set[int]] = {}
+    written: dict[str, tuple[str, set[int]]] = {}
     by_chunk: dict[str, list[int]] = {}
     for row, passage in enumerate(passages):
         by_chunk.setdefault(passage.chunk_id or "", []).append(row)
@@ -218,7 +226,15 @@ def build_table(
         rows_by_name.setdefault(name, set()).update(r for r in rows if r is not None)
         if mention.attrs.get("entity_type", "named") not in NOT_CHARACTERS:
             table.named.add(name)
+        kind = name_kind(name, mention.attrs.get("entity_type"))
+        if kind is not None:
+            found = _written_rows(passages, table, mention, name) if mention.attrs.get(
+                "spans") else {r for r in rows if r is not None}
+            written.setdefault(name, (kind, set()))[1].update(found)
     table.names = {n: np.array(sorted(r), dtype=np.int64) for n, r in rows_by_name.items()}
+    for n, (kind, found) in written.items():
+        if found:
+            table.typed.setdefault(kind, {})[n] = np.array(sorted(found), dtype=np.int64)
     for name in table.names:
         for word in name.split():
             table.name_words.setdefault(word, set()).add(name)
@@ -231,6 +247,22 @@ def build_table(
         participants = frozenset(normalize_text(p) for p in event.attrs.get("participants", ()))
         table.events.setdefault(lemma, []).append((row, participants))
     return table
+
+
+def _written_rows(
+    passages: Sequence[GraphNode], table: PassageTable, mention: GraphNode, name: str
+) -> set[int]:
+    """Rows where the mention's own name is written (not a pronoun resolved to it)."""
+    rows = set()
+    for start, end in mention.attrs["spans"]:
+        row = table.row_of(mention.pos[0], int(start))
+        if row is None:
+            continue
+        passage = passages[row]
+        begin = passage.span[0] if passage.span else passage.pos[1]
+        if normalize_text(passage.text[int(start) - begin : int(end) - begin]) == name:
+            rows.add(row)
+    return rows
 
 
 def _offsets(node: GraphNode) -> list[int]:
@@ -285,6 +317,8 @@ class Signals:
     event: np.ndarray
     co_event: np.ndarray
     cue: Optional[TemporalCue] = None
+    #: 1 where the passage writes what the question's wh-word asks for (``answer_kind``)
+    answer_type: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     #: the anchor clause's own lexical / dense / event arrays (its anchors depend on weights)
     clause: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None
     #: the question's best cosine with any passage: how much the story has to say about it at
@@ -311,8 +345,10 @@ def signals(
     graph: QueryGraph,
     cue: Optional[TemporalCue] = None,
     clause: Optional[tuple[np.ndarray, np.ndarray, QueryGraph]] = None,
+    kind: Optional[str] = None,
 ) -> Signals:
-    """Signal arrays for one question; ``clause`` is the anchor clause's (BM25, vector, graph)."""
+    """Signal arrays for one question; ``clause`` is the anchor clause's (BM25, vector, graph);
+    ``kind`` the answer kind its wh-word asks for (``answer_types.answer_type``'s value)."""
     cosine = table.vectors @ _unit(query_vector) if len(table) else np.zeros(0)
     out = Signals(
         lexical=zscore(lexical),
@@ -321,6 +357,7 @@ def signals(
         event=event_signal(table, graph),
         co_event=co_event_signal(table, graph),
         cue=cue,
+        answer_type=answer_type_signal(table.typed, len(table), kind, question_names(table, graph)),
         story_match=float(cosine.max()) if cosine.size else 0.0,
         cosine=cosine,
     )
@@ -378,6 +415,11 @@ def mention_signal(table: PassageTable, names: Sequence[str]) -> np.ndarray:
         out[rows] += idf
         total += idf
     return out / total if total else out
+
+
+def question_names(table: PassageTable, graph: QueryGraph) -> list[str]:
+    """The question's names and every mention name they refer to (``match_names``)."""
+    return [*graph.names, *(m for n in graph.names for m in match_names(table, n))]
 
 
 def _rows_of(table: PassageTable, name: str) -> np.ndarray:
@@ -459,6 +501,8 @@ def fuse(table: PassageTable, sig: Signals, w: NarrativeWeights) -> tuple[np.nda
         "event": w.event * sig.event,
         "co_event": w.co_event * sig.co_event,
     }
+    if w.answer_type and sig.answer_type.size == len(table):
+        parts["answer_type"] = w.answer_type * sig.answer_type
     cue = sig.cue
     if cue is not None and cue.relation in ("first", "last") and w.edge:
         parts["edge"] = w.edge * edge_prior(table.doc_of, cue.relation)

@@ -5,7 +5,8 @@ The default mode of ``E2RAGIndex``. One query:
 1. reads the question with the same parser that built the graph (its characters and events) and
    its temporal cue (*after / before / when / first / last* …, ``ranking.temporal``);
 2. scores every passage with BM25 (``bm25s``) and the embedding, plus the graph signals of
-   ``ranking.narrative`` (mentions, events, co-participation, temporal anchor, story edge);
+   ``ranking.narrative`` (mentions, events, co-participation, temporal anchor, story edge,
+   answer type);
 3. fuses them with the fitted ``NarrativeWeights``, lets strong hits bring their neighbouring
    passage (the one after; for a *before* question the one before: continuation), and fills
    ``budget_words`` (or returns ``similarity_top_k`` passages) without repeating text, cutting
@@ -38,6 +39,7 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilters
 
+from llama_index_e2rag.answer_types import answer_type
 from llama_index_e2rag.filters import DocScope
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
@@ -167,7 +169,8 @@ class NarrativeRetriever(StoresRetriever):
 
     def _read(self, text: str) -> QueryGraph:
         """Characters and events of a text, by the graph's own parser (none without spaCy)."""
-        if not (self.weights.mention or self.weights.event or self.weights.co_event):
+        w = self.weights
+        if not (w.mention or w.event or w.co_event or w.answer_type):
             return QueryGraph()
         if self._parser is None:
             self._parser = extractors_parser(())
@@ -217,6 +220,7 @@ class NarrativeRetriever(StoresRetriever):
             graphs[0],
             cue,
             clause,
+            answer_type(texts[0]).value if self.weights.answer_type else None,
         )
 
     def results(self, state: NarrativeState, sig: Signals) -> list[NodeWithScore]:
@@ -321,6 +325,12 @@ def restrict_state(
         kept_events = [(int(renumber[r]), who) for r, who in found_events if renumber[r] >= 0]
         if kept_events:
             events[lemma] = kept_events
+    typed: dict[str, dict[str, np.ndarray]] = {}
+    for kind, by_name in table.typed.items():
+        for name, found in by_name.items():
+            kept = renumber[found]
+            if (kept >= 0).any():
+                typed.setdefault(kind, {})[name] = kept[kept >= 0]
     sub = PassageTable(
         ids=[table.ids[r] for r in rows],
         doc_of=table.doc_of[rows],
@@ -330,6 +340,7 @@ def restrict_state(
         events=events,
         starts=[table.starts[r] for r in rows],
         named=table.named,
+        typed=typed,
         lengths=table.lengths,
         headings=table.headings,
     )

@@ -13,6 +13,7 @@ text, budgets, explanations that add up), not a pinned passage id.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -522,3 +523,36 @@ def test_a_deleted_document_never_comes_back(minilm):
             assert not any(r.node.node_id in lighthouse_ids for r in results)
             assert all(r.node.metadata["doc_id"] == "peter_rabbit" for r in results)
             assert not any("Maren" in r.node.text for r in results)
+
+
+#: An original story: the same knock told twice, once by "somebody", once by a shepherd, far
+#: enough apart to be separate passages.
+MILL = (
+    "Late that night somebody knocked three times on the door of the mill, and the dog began "
+    "to bark. Nobody opened. The wind blew over the hills and the river ran fast under the "
+    "wheel, and the sacks of flour stood in rows along the wall. The cat slept by the stove. "
+    "Late that night the shepherd knocked three times on the door of the mill, and the dog "
+    "began to bark. The kettle sang on the fire. Snow lay thick on the roof and the lamp in "
+    "the window burned low until the grey dawn came over the hills."
+)
+
+
+def test_a_who_question_ranks_the_passage_naming_a_new_person_above_its_twin(minilm):
+    index = E2RAGIndex.from_documents([Document(text=MILL, id_="mill")], embed_model=minilm)
+    somebody = _holding(index, MILL, "somebody knocked")
+    shepherd = _holding(index, MILL, "the shepherd knocked")
+    assert somebody.id != shepherd.id
+    question = "Who knocked three times on the door of the mill?"
+    weights = replace(NarrativeWeights.fitted(), answer_type=1.0, continuation=-1.0)
+    on = {r.node.node_id: r for r in _everything(index, question, weights=weights)}
+    off = {r.node.node_id: r for r in _everything(index, question, weights=weights,
+                                                  disable=("answer_type",))}
+    assert on[shepherd.id].node.metadata[SIGNALS_KEY]["answer_type"] == pytest.approx(1.0)
+    assert "answer_type" not in on[somebody.id].node.metadata[SIGNALS_KEY]
+    gap_on = _raw(on[shepherd.id]) - _raw(on[somebody.id])
+    gap_off = _raw(off[shepherd.id]) - _raw(off[somebody.id])
+    assert gap_on == pytest.approx(gap_off + 1.0, abs=1e-3)
+    assert gap_on > 0  # the twin offering an answer comes first
+    # a question that asks for no person, place or time gets no answer-type part at all
+    why = _everything(index, "Why did the dog bark at the door of the mill?", weights=weights)
+    assert not any("answer_type" in r.node.metadata[SIGNALS_KEY] for r in why)
