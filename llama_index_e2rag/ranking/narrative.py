@@ -71,6 +71,8 @@ class NarrativeWeights:
     however far away; ``anchor_side``: what a passage on the side
     the question does not look at loses (*after X*: the story before X);
     ``anchor_confidence``: the least calibrated confidence an anchor needs to be used at all;
+    ``anchor_confidence_long``: the same in a document longer than ``anchor_long_chars``
+    characters (a novel, where a wrong anchor costs chapters);
     ``anchor_calibration``: (bias, margin, peak) of that confidence's logistic curve
     (``ranking.anchor``).
     """
@@ -89,6 +91,8 @@ class NarrativeWeights:
     anchor_side: float = 0.5
     anchor_follow: float = 0.0
     anchor_confidence: float = 0.5
+    anchor_confidence_long: float = 0.7
+    anchor_long_chars: int = 30_000
     anchor_calibration: tuple[float, float, float] = (-1.0674, 0.6181, 0.1794)
 
     @classmethod
@@ -476,8 +480,13 @@ def locate_anchor(
         return None
     c_lex, c_dense, c_event = clause
     score = w.lexical * c_lex + w.dense * c_dense + w.event * c_event
+    row = int(np.argmax(score)) if score.size else 0
+    long_story = table.doc_length(int(table.doc_of[row])) > w.anchor_long_chars
+    # a wrong anchor costs a fairy tale a few sentences and a novel chapters: a long story asks
+    # for a surer anchor (anchor_confidence_long, chosen on the novel protocol)
+    threshold = w.anchor_confidence_long if long_story else w.anchor_confidence
     return find_anchor(
-        table, score, cue.relation, w.anchor_calibration, w.anchor_confidence, w.anchor_reach,
+        table, score, cue.relation, w.anchor_calibration, threshold, w.anchor_reach,
         w.anchor_self, w.anchor_follow,
     )
 

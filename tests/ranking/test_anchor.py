@@ -166,3 +166,21 @@ def test_the_record_says_the_passage_its_place_confidence_and_region():
     assert record["region"]["end"]["char_offset"] > 1200 and len(record["text"]) <= 160
     line = describe(record)
     assert line.startswith('anchor (after "the fire"): Chapter 10 30%') and "used" in line
+
+
+def test_a_long_story_asks_for_a_surer_anchor():
+    from llama_index_e2rag.ranking.narrative import NarrativeWeights, locate_anchor
+    from llama_index_e2rag.ranking.temporal import TemporalCue
+
+    table = _table(30)  # 3,000 characters
+    score = _peak(30, 10, 3.0)
+    score[25] = 1.5  # a rival: a middling confidence
+    clause = (score, np.zeros(30, dtype=np.float32), np.zeros(30, dtype=np.float32))
+    cue = TemporalCue("after", "x", "after")
+    w = NarrativeWeights(lexical=1.0, dense=0.0, event=0.0, anchor_calibration=SURE,
+                         anchor_confidence=0.5, anchor_confidence_long=0.95)
+    short = locate_anchor(table, cue, clause, w)
+    assert short is not None and 0.5 <= short.confidence < 0.95 and short.used
+    long = locate_anchor(table, cue, clause, NarrativeWeights(**{**w.__dict__,
+                                                                 "anchor_long_chars": 1_000}))
+    assert long is not None and long.confidence == short.confidence and not long.used
