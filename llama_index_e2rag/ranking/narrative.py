@@ -501,8 +501,12 @@ class Ranked:
     continued_from: Optional[int] = None
 
 
-def fuse(table: PassageTable, sig: Signals, w: NarrativeWeights) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The fused score per passage and each signal's weighted contribution."""
+def fuse(
+    table: PassageTable, sig: Signals, w: NarrativeWeights, anchor: Optional[Anchor] = None
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The fused score per passage and each signal's weighted contribution; ``anchor``: the
+    question's anchor when the caller has located it already (``locate_anchor``), so it is
+    located once per question."""
     parts: dict[str, np.ndarray] = {
         "lexical": w.lexical * sig.lexical,
         "dense": w.dense * sig.dense,
@@ -515,7 +519,8 @@ def fuse(table: PassageTable, sig: Signals, w: NarrativeWeights) -> tuple[np.nda
     cue = sig.cue
     if cue is not None and cue.relation in ("first", "last") and w.edge:
         parts["edge"] = w.edge * edge_prior(table.doc_of, cue.relation)
-    anchor = locate_anchor(table, sig.cue, sig.clause, w)
+    if anchor is None:
+        anchor = locate_anchor(table, sig.cue, sig.clause, w)
     if anchor is not None and anchor.used:
         parts["anchor"] = w.anchor * anchor.bonus - w.anchor_side * wrong_side(table, anchor)
     total = np.zeros(len(table), dtype=np.float32)
@@ -524,7 +529,10 @@ def fuse(table: PassageTable, sig: Signals, w: NarrativeWeights) -> tuple[np.nda
     return total, parts
 
 
-def rank(table: PassageTable, sig: Signals, w: NarrativeWeights, limit: int) -> list[Ranked]:
+def rank(
+    table: PassageTable, sig: Signals, w: NarrativeWeights, limit: int,
+    anchor: Optional[Anchor] = None,
+) -> list[Ranked]:
     """The best passages, each strong hit followed by its neighbour in story order (continuation).
 
     A hit continues toward where the question looks: the passage before it for a *before*
@@ -533,7 +541,7 @@ def rank(table: PassageTable, sig: Signals, w: NarrativeWeights, limit: int) -> 
     """
     if not len(table):
         return []
-    total, parts = fuse(table, sig, w)
+    total, parts = fuse(table, sig, w, anchor)
     depth = min(len(table), max(limit, 1))
     order = np.argsort(-total, kind="stable")[:depth]
     best = float(total[order[0]])

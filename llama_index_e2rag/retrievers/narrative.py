@@ -67,7 +67,7 @@ from llama_index_e2rag.ranking.narrative import (
     rank,
     signals,
 )
-from llama_index_e2rag.ranking.anchor import anchor_metadata
+from llama_index_e2rag.ranking.anchor import Anchor, anchor_metadata
 from llama_index_e2rag.ranking.scores import narrative_score
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
 from llama_index_e2rag.retrievers.budget import TRIMMED_KEY, check_budget
@@ -236,7 +236,8 @@ class NarrativeRetriever(StoresRetriever):
                     "choose another mode"
                 )
             return []
-        ranked = rank(table, sig, self.weights, self._depth(table))
+        located = locate_anchor(table, sig.cue, sig.clause, self.weights)
+        ranked = rank(table, sig, self.weights, self._depth(table), located)
         graph_nodes = self._stores.graph.get_nodes([table.ids[r.row] for r in ranked])
         by_id = {n.id: n for n in graph_nodes}
         pieces = []
@@ -249,7 +250,7 @@ class NarrativeRetriever(StoresRetriever):
             kept = kept[: self.similarity_top_k]
         chunk_meta = chunk_metadata(self._stores, (state.chunk_ids[k.piece.key.row] for k in kept))
         places = {r.row: place for place, r in enumerate(ranked, start=1)}
-        anchor = self.anchor_record(table, sig)
+        anchor = self.anchor_record(table, located, sig)
         results = []
         for item in kept:
             row: Ranked = item.piece.key
@@ -273,9 +274,10 @@ class NarrativeRetriever(StoresRetriever):
             )
         return results
 
-    def anchor_record(self, table: PassageTable, sig: Signals) -> Optional[dict[str, Any]]:
+    def anchor_record(
+        self, table: PassageTable, anchor: Optional[Anchor], sig: Signals
+    ) -> Optional[dict[str, Any]]:
         """``metadata["anchor"]`` of an anchored question (``ranking.anchor``), else None."""
-        anchor = locate_anchor(table, sig.cue, sig.clause, self.weights)
         if anchor is None or sig.cue is None:
             return None
         node = self._stores.graph.get_nodes([table.ids[anchor.row]])
