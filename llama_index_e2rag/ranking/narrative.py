@@ -30,6 +30,7 @@ import bisect
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -56,6 +57,7 @@ _TITLES = frozenset(
     "mr mrs ms miss dr sir lady lord king queen prince princess the a an of old young little "
     "st saint master mistress madame monsieur".split()
 )
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,22 @@ class PassageTable:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @cached_property
+    def event_participants(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Every event's passage row, and participant name -> indices of its events in that
+        array: a question's co-participation is then read without visiting each event (read
+        once ``events`` is filled; the table of an index state is never changed after)."""
+        rows: list[int] = []
+        by_participant: dict[str, list[int]] = {}
+        for found in self.events.values():
+            for row, who in found:
+                for name in who:
+                    by_participant.setdefault(name, []).append(len(rows))
+                rows.append(row)
+        return np.array(rows, dtype=np.int64), {
+            name: np.array(found, dtype=np.int64) for name, found in by_participant.items()
+        }
 
     def doc_length(self, doc_order: int) -> int:
         """The document's length in characters (0 when unknown)."""
@@ -456,11 +474,14 @@ def co_event_signal(table: PassageTable, graph: QueryGraph) -> np.ndarray:
     out = np.zeros(len(table), dtype=np.float32)
     if len(graph.names) < 2:
         return out
-    alias_sets = [set(match_names(table, n)) | {n} for n in graph.names]
-    for found in table.events.values():
-        for row, who in found:
-            if sum(1 for aliases in alias_sets if who & aliases) >= 2:
-                out[row] = 1.0
+    rows, by_participant = table.event_participants
+    count = np.zeros(rows.size, dtype=np.int64)
+    for name in graph.names:
+        hit = np.zeros(rows.size, dtype=bool)
+        for alias in set(match_names(table, name)) | {name}:
+            hit[by_participant.get(alias, _NO_ROWS)] = True
+        count += hit
+    out[rows[count >= 2]] = 1.0
     return out
 
 
