@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from llama_index_e2rag.schema import normalize_text
-from llama_index_e2rag.text import count_words, split_sentences
+from llama_index_e2rag.text import count_words, iter_sentences
 
 #: Share of a sentence's characters already taken above which it counts as a repeat.
 REPEAT_SHARE = 0.5
@@ -124,14 +124,16 @@ def fill_budget(
     for piece in pieces:
         if left is not None and left <= 0:
             break
-        sentences = _sentences(piece)
         taken: list[tuple[Optional[int], Optional[int], str]] = []
-        words = 0
-        for start, end, text in sentences:
+        words = seen = 0
+        full = False
+        for start, end, text in _sentences(piece):  # lazily: most late pieces stop at once
+            seen += 1
             if coverage.repeated(piece.doc_id, start, end, text):
                 continue
             n = count_words(text)
             if left is not None and words + n > left:
+                full = True
                 break
             taken.append((start, end, text))
             words += n
@@ -141,19 +143,19 @@ def fill_budget(
             coverage.take(piece.doc_id, start, end, text)
         if left is not None:
             left -= words
-        kept.append(_kept(piece, taken, words, trimmed=len(taken) < len(sentences)))
+        kept.append(_kept(piece, taken, words, trimmed=full or len(taken) < seen))
     return kept
 
 
-def _sentences(piece: Piece) -> list[tuple[Optional[int], Optional[int], str]]:
+def _sentences(piece: Piece) -> Iterator[tuple[Optional[int], Optional[int], str]]:
     text = piece.text
     if piece.start is None:  # assembled text (a list of facts): each line is a unit too
-        spans = [(a + s, a + e) for a, b in _lines(text) for s, e in split_sentences(text[a:b])]
-    else:
-        spans = split_sentences(text)
-    if piece.start is None:
-        return [(None, None, text[a:b]) for a, b in spans]
-    return [(piece.start + a, piece.start + b, text[a:b]) for a, b in spans]
+        for a, b in _lines(text):
+            for s, e in iter_sentences(text[a:b]):
+                yield None, None, text[a + s : a + e]
+        return
+    for a, b in iter_sentences(text):
+        yield piece.start + a, piece.start + b, text[a:b]
 
 
 def _lines(text: str) -> list[tuple[int, int]]:
