@@ -152,6 +152,10 @@ class PassageTable:
     offsets: np.ndarray = field(init=False, repr=False)
     #: per row, how many headings of its document come at or before it (0: none yet)
     chapters: np.ndarray = field(init=False, repr=False)
+    #: question name -> ``match_names``' answer, read again by every signal of every question
+    matches: dict[str, tuple[str, ...]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         self.offsets = np.array([s for _, s in self.starts], dtype=np.int64)
@@ -413,16 +417,22 @@ def match_names(table: PassageTable, name: str) -> list[str]:
     ("Mrs. Rabbit" is not "Mr. Rabbit"), or when, carrying no title, all its words are in the
     question name ("Peter Rabbit" ~ "Peter").
     """
+    if name not in table.matches:
+        table.matches[name] = _match_names(table, name)
+    return list(table.matches[name])
+
+
+def _match_names(table: PassageTable, name: str) -> tuple[str, ...]:
     words = [w for w in name.split() if w not in _TITLES]
     if not words:
-        return [name] if name in table.names else []
+        return (name,) if name in table.names else ()
     found = set.intersection(*(table.name_words.get(w, set()) for w in words))
     titles = set(name.split()) & _TITLES
     if titles:
         found = {n for n in found if not (set(n.split()) & _TITLES) or set(n.split()) & titles}
     shorter = set().union(*(table.name_words.get(w, set()) for w in words))
     found |= {n for n in shorter if not set(n.split()) & _TITLES and set(n.split()) <= set(words)}
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def mention_signal(table: PassageTable, names: Sequence[str]) -> np.ndarray:
