@@ -24,6 +24,7 @@ parent's), ``story_match`` and ``rank`` (``ranking.scores``): scores never rise 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from typing import Any, Optional, Sequence
 
@@ -254,7 +255,8 @@ class NarrativeRetriever(StoresRetriever):
             explanation = dict(row.contributions)
             explanation[STORY_MATCH_KEY] = round(sig.story_match, 4)
             explanation[RANK_KEY] = places[row.row]
-            meta = dict(state.chunk_metadata.get(node.chunk_id or "", {}))
+            # a copy: the state's metadata is shared by every query until the index changes
+            meta = copy.deepcopy(state.chunk_metadata.get(node.chunk_id or "", {}))
             if row.continued_from is not None:
                 explanation[CONTINUATION_KEY] = _score_of(ranked, row.continued_from)
                 meta[CONTINUES_KEY] = table.ids[row.continued_from]
