@@ -9,6 +9,7 @@ abbreviation such as "Mr." or a single initial; blank lines always do.
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from llama_index_e2rag.schema import normalize_text
 
@@ -36,7 +37,12 @@ Span = tuple[int, int]
 
 def split_sentences(text: str) -> list[Span]:
     """``(start, end)`` character spans of the sentences of ``text``, white space trimmed."""
-    spans: list[Span] = []
+    return list(iter_sentences(text))
+
+
+def iter_sentences(text: str) -> Iterator[Span]:
+    """``split_sentences`` one sentence at a time: a caller that stops early (a budget that is
+    full) does not pay for the rest of the text."""
     for para_start, para_end in paragraph_spans(text):
         start = para_start
         for match in _SENTENCE_END.finditer(text, para_start, para_end):
@@ -47,10 +53,9 @@ def split_sentences(text: str) -> list[Span]:
             token = word.group(1).lower() if word else ""
             if match.group() == "." and _abbreviation(token, text, end, para_end):
                 continue
-            _append_trimmed(spans, text, start, end)
+            yield from _trimmed(text, start, end)
             start = end
-        _append_trimmed(spans, text, start, para_end)
-    return spans
+        yield from _trimmed(text, start, para_end)
 
 
 def _abbreviation(token: str, text: str, end: int, limit: int) -> bool:
@@ -79,13 +84,14 @@ def paragraph_spans(text: str) -> list[Span]:
     return spans
 
 
-def _append_trimmed(spans: list[Span], text: str, start: int, end: int) -> None:
+def _trimmed(text: str, start: int, end: int) -> Iterator[Span]:
+    """The span without its surrounding white space; nothing when it is all white space."""
     piece = text[start:end]
     if not piece.strip():
         return
     lead = len(piece) - len(piece.lstrip())
     trail = len(piece) - len(piece.rstrip())
-    spans.append((start + lead, end - trail))
+    yield (start + lead, end - trail)
 
 
 def count_words(text: str) -> int:

@@ -11,11 +11,12 @@ while the budget lasts.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from llama_index_e2rag.schema import normalize_text
-from llama_index_e2rag.text import count_words, split_sentences
+from llama_index_e2rag.text import count_words, iter_sentences
 
 #: Share of a sentence's characters already taken above which it counts as a repeat.
 REPEAT_SHARE = 0.5
@@ -48,43 +49,57 @@ class _Coverage:
 
     Placed text is compared by place, so the same words told again elsewhere in the story (a
     refrain) are not a repeat; text without a place (an assembled fact list) can only be
-    compared by its words, both ways.
+    compared by its words, both ways. The intervals are kept merged and sorted as they are
+    taken, so a sentence's overlap is read by bisection, and placed text is normalised only once
+    unplaced text asks for it (a placed-only budget never compares words).
     """
 
     def __init__(self) -> None:
-        self._spans: dict[str, list[tuple[int, int]]] = {}
+        #: per document: the taken intervals' starts and ends, disjoint and sorted
+        self._starts: dict[str, list[int]] = {}
+        self._ends: dict[str, list[int]] = {}
         self._placed: set[tuple[str, str]] = set()
+        self._placed_pending: list[tuple[str, str]] = []
         self._unplaced: set[tuple[str, str]] = set()
 
     def repeated(self, doc_id: str, start: Optional[int], end: Optional[int], text: str) -> bool:
-        key = (doc_id, normalize_text(text))
         if start is None or end is None:
-            return key in self._placed or key in self._unplaced
-        if key in self._unplaced:
+            key = (doc_id, normalize_text(text))
+            return key in self._placed_keys() or key in self._unplaced
+        if self._unplaced and (doc_id, normalize_text(text)) in self._unplaced:
             return True
-        covered = 0
-        for a, b in _merged(self._spans.get(doc_id, [])):
-            covered += max(0, min(b, end) - max(a, start))
-        return covered > REPEAT_SHARE * max(1, end - start)
+        return self._covered(doc_id, start, end) > REPEAT_SHARE * max(1, end - start)
 
     def take(self, doc_id: str, start: Optional[int], end: Optional[int], text: str) -> None:
-        key = (doc_id, normalize_text(text))
         if start is None or end is None:
-            self._unplaced.add(key)
-        else:
-            self._placed.add(key)
-            self._spans.setdefault(doc_id, []).append((start, end))
+            self._unplaced.add((doc_id, normalize_text(text)))
+            return
+        self._placed_pending.append((doc_id, text))
+        starts = self._starts.setdefault(doc_id, [])
+        ends = self._ends.setdefault(doc_id, [])
+        # the intervals [lo, hi) overlap or touch [start, end]: they become one
+        lo = bisect.bisect_left(ends, start)
+        hi = bisect.bisect_right(starts, end)
+        if lo < hi:
+            start, end = min(start, starts[lo]), max(end, ends[hi - 1])
+        starts[lo:hi] = [start]
+        ends[lo:hi] = [end]
 
+    def _covered(self, doc_id: str, start: int, end: int) -> int:
+        """How many characters of ``[start, end)`` were taken."""
+        starts, ends = self._starts.get(doc_id, []), self._ends.get(doc_id, [])
+        covered = 0
+        i = bisect.bisect_right(ends, start)
+        while i < len(starts) and starts[i] < end:
+            covered += min(ends[i], end) - max(starts[i], start)
+            i += 1
+        return covered
 
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Overlapping intervals joined, so shared characters are counted once."""
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
+    def _placed_keys(self) -> set[tuple[str, str]]:
+        """Normalised texts of the placed sentences taken so far."""
+        self._placed.update((doc, normalize_text(text)) for doc, text in self._placed_pending)
+        self._placed_pending.clear()
+        return self._placed
 
 
 def budget_depth(budget_words: int, unit_words: int, floor: int = 0) -> int:
@@ -109,13 +124,16 @@ def fill_budget(
     for piece in pieces:
         if left is not None and left <= 0:
             break
-        sentences = _sentences(piece)
-        fresh = [s for s in sentences if not coverage.repeated(piece.doc_id, *s)]
         taken: list[tuple[Optional[int], Optional[int], str]] = []
-        words = 0
-        for start, end, text in fresh:
+        words = seen = 0
+        full = False
+        for start, end, text in _sentences(piece):  # lazily: most late pieces stop at once
+            seen += 1
+            if coverage.repeated(piece.doc_id, start, end, text):
+                continue
             n = count_words(text)
             if left is not None and words + n > left:
+                full = True
                 break
             taken.append((start, end, text))
             words += n
@@ -125,19 +143,19 @@ def fill_budget(
             coverage.take(piece.doc_id, start, end, text)
         if left is not None:
             left -= words
-        kept.append(_kept(piece, taken, words, trimmed=len(taken) < len(sentences)))
+        kept.append(_kept(piece, taken, words, trimmed=full or len(taken) < seen))
     return kept
 
 
-def _sentences(piece: Piece) -> list[tuple[Optional[int], Optional[int], str]]:
+def _sentences(piece: Piece) -> Iterator[tuple[Optional[int], Optional[int], str]]:
     text = piece.text
     if piece.start is None:  # assembled text (a list of facts): each line is a unit too
-        spans = [(a + s, a + e) for a, b in _lines(text) for s, e in split_sentences(text[a:b])]
-    else:
-        spans = split_sentences(text)
-    if piece.start is None:
-        return [(None, None, text[a:b]) for a, b in spans]
-    return [(piece.start + a, piece.start + b, text[a:b]) for a, b in spans]
+        for a, b in _lines(text):
+            for s, e in iter_sentences(text[a:b]):
+                yield None, None, text[a + s : a + e]
+        return
+    for a, b in iter_sentences(text):
+        yield piece.start + a, piece.start + b, text[a:b]
 
 
 def _lines(text: str) -> list[tuple[int, int]]:

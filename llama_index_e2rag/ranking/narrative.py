@@ -30,6 +30,7 @@ import bisect
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -56,6 +57,7 @@ _TITLES = frozenset(
     "mr mrs ms miss dr sir lady lord king queen prince princess the a an of old young little "
     "st saint master mistress madame monsieur".split()
 )
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,10 @@ class PassageTable:
     offsets: np.ndarray = field(init=False, repr=False)
     #: per row, how many headings of its document come at or before it (0: none yet)
     chapters: np.ndarray = field(init=False, repr=False)
+    #: question name -> ``match_names``' answer, read again by every signal of every question
+    matches: dict[str, tuple[str, ...]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         self.offsets = np.array([s for _, s in self.starts], dtype=np.int64)
@@ -161,6 +167,22 @@ class PassageTable:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @cached_property
+    def event_participants(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Every event's passage row, and participant name -> indices of its events in that
+        array: a question's co-participation is then read without visiting each event (read
+        once ``events`` is filled; the table of an index state is never changed after)."""
+        rows: list[int] = []
+        by_participant: dict[str, list[int]] = {}
+        for found in self.events.values():
+            for row, who in found:
+                for name in who:
+                    by_participant.setdefault(name, []).append(len(rows))
+                rows.append(row)
+        return np.array(rows, dtype=np.int64), {
+            name: np.array(found, dtype=np.int64) for name, found in by_participant.items()
+        }
 
     def doc_length(self, doc_order: int) -> int:
         """The document's length in characters (0 when unknown)."""
@@ -353,7 +375,7 @@ def signals(
 ) -> Signals:
     """Signal arrays for one question; ``clause`` is the anchor clause's (BM25, vector, graph);
     ``kind`` the answer kind its wh-word asks for (``answer_types.answer_type``'s value)."""
-    cosine = table.vectors @ _unit(query_vector) if len(table) else np.zeros(0)
+    cosine = cosines(table, query_vector)
     out = Signals(
         lexical=zscore(lexical),
         dense=zscore(cosine),
@@ -376,9 +398,22 @@ def clause_signals(
     """The anchor clause's own lexical, dense and event arrays (``Signals.clause``)."""
     return (
         zscore(lexical),
-        zscore(table.vectors @ _unit(vector)) if len(table) else np.zeros(0),
+        zscore(cosines(table, vector)),
         event_signal(table, graph),
     )
+
+
+def cosines(table: PassageTable, vector: np.ndarray) -> np.ndarray:
+    """Each passage's cosine with ``vector`` (rows and vector are unit length).
+
+    Summed by NumPy's own loop, not BLAS: OpenBLAS splits a matrix-vector product over every
+    core and its threads then spin, so on a busy machine one product of a novel (2,842 passages)
+    took 8 ms instead of 0.5 ms and starved the question's parse and embedding; and its last
+    bits depended on how many threads ran it.
+    """
+    if not len(table):
+        return np.zeros(0)
+    return np.einsum("ij,j->i", table.vectors, _unit(vector))
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -395,16 +430,22 @@ def match_names(table: PassageTable, name: str) -> list[str]:
     ("Mrs. Rabbit" is not "Mr. Rabbit"), or when, carrying no title, all its words are in the
     question name ("Peter Rabbit" ~ "Peter").
     """
+    if name not in table.matches:
+        table.matches[name] = _match_names(table, name)
+    return list(table.matches[name])
+
+
+def _match_names(table: PassageTable, name: str) -> tuple[str, ...]:
     words = [w for w in name.split() if w not in _TITLES]
     if not words:
-        return [name] if name in table.names else []
+        return (name,) if name in table.names else ()
     found = set.intersection(*(table.name_words.get(w, set()) for w in words))
     titles = set(name.split()) & _TITLES
     if titles:
         found = {n for n in found if not (set(n.split()) & _TITLES) or set(n.split()) & titles}
     shorter = set().union(*(table.name_words.get(w, set()) for w in words))
     found |= {n for n in shorter if not set(n.split()) & _TITLES and set(n.split()) <= set(words)}
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def mention_signal(table: PassageTable, names: Sequence[str]) -> np.ndarray:
@@ -456,11 +497,14 @@ def co_event_signal(table: PassageTable, graph: QueryGraph) -> np.ndarray:
     out = np.zeros(len(table), dtype=np.float32)
     if len(graph.names) < 2:
         return out
-    alias_sets = [set(match_names(table, n)) | {n} for n in graph.names]
-    for found in table.events.values():
-        for row, who in found:
-            if sum(1 for aliases in alias_sets if who & aliases) >= 2:
-                out[row] = 1.0
+    rows, by_participant = table.event_participants
+    count = np.zeros(rows.size, dtype=np.int64)
+    for name in graph.names:
+        hit = np.zeros(rows.size, dtype=bool)
+        for alias in set(match_names(table, name)) | {name}:
+            hit[by_participant.get(alias, _NO_ROWS)] = True
+        count += hit
+    out[rows[count >= 2]] = 1.0
     return out
 
 

@@ -24,6 +24,7 @@ parent's), ``story_match`` and ``rank`` (``ranking.scores``): scores never rise 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from typing import Any, Optional, Sequence
 
@@ -72,7 +73,7 @@ from llama_index_e2rag.ranking.scores import narrative_score
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
 from llama_index_e2rag.retrievers.budget import TRIMMED_KEY, check_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
-from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS, chunk_metadata
+from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.stores import Stores
 
@@ -238,27 +239,24 @@ class NarrativeRetriever(StoresRetriever):
             return []
         located = locate_anchor(table, sig.cue, sig.clause, self.weights)
         ranked = rank(table, sig, self.weights, self._depth(table), located)
-        graph_nodes = self._stores.graph.get_nodes([table.ids[r.row] for r in ranked])
-        by_id = {n.id: n for n in graph_nodes}
         pieces = []
         for r in ranked:
-            node = by_id.get(table.ids[r.row])
-            if node is not None:
-                pieces.append(Piece(r, node.doc_id, node.span[0] if node.span else None, node.text))
+            node = state.passages[r.row]
+            pieces.append(Piece(r, node.doc_id, node.span[0] if node.span else None, node.text))
         kept = fill_budget(pieces, self.budget_words)
         if self.budget_words is None:
             kept = kept[: self.similarity_top_k]
-        chunk_meta = chunk_metadata(self._stores, (state.chunk_ids[k.piece.key.row] for k in kept))
         places = {r.row: place for place, r in enumerate(ranked, start=1)}
-        anchor = self.anchor_record(table, located, sig)
+        anchor = anchor_record(state, located, sig)
         results = []
         for item in kept:
             row: Ranked = item.piece.key
-            node = by_id[table.ids[row.row]]
+            node = state.passages[row.row]
             explanation = dict(row.contributions)
             explanation[STORY_MATCH_KEY] = round(sig.story_match, 4)
             explanation[RANK_KEY] = places[row.row]
-            meta = dict(chunk_meta.get(node.chunk_id or "", {}))
+            # a copy: the state's metadata is shared by every query until the index changes
+            meta = copy.deepcopy(state.chunk_metadata.get(node.chunk_id or "", {}))
             if row.continued_from is not None:
                 explanation[CONTINUATION_KEY] = _score_of(ranked, row.continued_from)
                 meta[CONTINUES_KEY] = table.ids[row.continued_from]
@@ -273,16 +271,6 @@ class NarrativeRetriever(StoresRetriever):
                 )
             )
         return results
-
-    def anchor_record(
-        self, table: PassageTable, anchor: Optional[Anchor], sig: Signals
-    ) -> Optional[dict[str, Any]]:
-        """``metadata["anchor"]`` of an anchored question (``ranking.anchor``), else None."""
-        if anchor is None or sig.cue is None:
-            return None
-        node = self._stores.graph.get_nodes([table.ids[anchor.row]])
-        text = node[0].text if node else ""
-        return anchor_metadata(table, anchor, text, sig.cue.clause)
 
     def _calibrate(self, raw: float, signals: dict[str, float]) -> float:
         """The result as the cosine of equal relevance (``ranking.scores``): a continuation is
@@ -300,6 +288,16 @@ class NarrativeRetriever(StoresRetriever):
             return self.similarity_top_k
         return min(len(table), budget_depth(self.budget_words, self.passage_words))
 
+
+
+def anchor_record(
+    state: NarrativeState, anchor: Optional[Anchor], sig: Signals
+) -> Optional[dict[str, Any]]:
+    """``metadata["anchor"]`` of an anchored question (``ranking.anchor``), else None."""
+    if anchor is None or sig.cue is None:
+        return None
+    text = state.passages[anchor.row].text
+    return anchor_metadata(state.table, anchor, text, sig.cue.clause)
 
 
 def restrict_state(
@@ -350,7 +348,8 @@ def restrict_state(
         state.state,
         sub,
         _RowsLexical(state.lexical, rows),  # type: ignore[arg-type]
-        tuple(state.chunk_ids[r] for r in rows),
+        tuple(state.passages[r] for r in rows),
+        state.chunk_metadata,
     )
 
 

@@ -525,6 +525,28 @@ def test_a_deleted_document_never_comes_back(minilm):
             assert not any("Maren" in r.node.text for r in results)
 
 
+def test_a_documents_new_metadata_is_cited_once_it_is_updated(minilm):
+    """The passages and their chunks' metadata are read once per index state: an update of the
+    document is a new state, so its results cite the new metadata, never the cached one; and a
+    result's metadata is its own (a caller editing it edits no other result)."""
+    metadata = {"file_name": "draft.txt", "tags": ["sea"]}
+    index = E2RAGIndex.from_documents(
+        [Document(text=LIGHTHOUSE, id_="lighthouse", metadata=metadata)], embed_model=minilm
+    )
+    question = "Who rescued the fishermen from the reef near the lighthouse?"
+    before = index.as_retriever().retrieve(question)
+    assert before and {r.node.metadata["file_name"] for r in before} == {"draft.txt"}
+    before[0].node.metadata["tags"].append("edited by a caller")  # not the cached metadata
+    again = index.as_retriever().retrieve(question)
+    assert all(r.node.metadata["tags"] == ["sea"] for r in again)
+    index.update_ref_doc(
+        Document(text=LIGHTHOUSE, id_="lighthouse", metadata={"file_name": "final.txt"})
+    )
+    after = index.as_retriever().retrieve(question)
+    assert [r.node.text for r in after] == [r.node.text for r in before]
+    assert {r.node.metadata["file_name"] for r in after} == {"final.txt"}
+
+
 #: An original story: the same knock told twice, once by "somebody", once by a shepherd, far
 #: enough apart to be separate passages.
 MILL = (
