@@ -560,7 +560,19 @@ def rank(
     table: PassageTable, sig: Signals, w: NarrativeWeights, limit: int,
     anchor: Optional[Anchor] = None,
 ) -> list[Ranked]:
-    """The best passages, each strong hit followed by its neighbour in story order (continuation).
+    """The best passages by fused score (``fuse``), each strong hit followed by its neighbour
+    in story order (``order``)."""
+    if not len(table):
+        return []
+    total, parts = fuse(table, sig, w, anchor)
+    return order(table, total, parts, sig.cue, w, limit)
+
+
+def order(
+    table: PassageTable, total: np.ndarray, parts: dict[str, np.ndarray],
+    cue: Optional[TemporalCue], w: NarrativeWeights, limit: int,
+) -> list[Ranked]:
+    """Passages by ``total``, each strong hit followed by its neighbour (continuation).
 
     A hit continues toward where the question looks: the passage before it for a *before*
     question, the passage after it otherwise. ``limit`` bounds how many rows come back
@@ -568,14 +580,13 @@ def rank(
     """
     if not len(table):
         return []
-    total, parts = fuse(table, sig, w, anchor)
     depth = min(len(table), max(limit, 1))
-    order = np.argsort(-total, kind="stable")[:depth]
-    best = float(total[order[0]])
-    step = -1 if sig.cue is not None and sig.cue.relation == "before" else 1
+    by_score = np.argsort(-total, kind="stable")[:depth]
+    best = float(total[by_score[0]])
+    step = -1 if cue is not None and cue.relation == "before" else 1
     out: list[Ranked] = []
     seen: set[int] = set()
-    for row in (int(r) for r in order):
+    for row in (int(r) for r in by_score):
         if len(out) >= depth:
             break
         if row in seen:
