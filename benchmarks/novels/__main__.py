@@ -11,7 +11,8 @@ caches each one's offline-default index (``cache``), resumably; ``evaluate`` and
 cached books only and say how many of each length third they cover. A configuration is a JSON
 object: ``{"name": ..., "mode": "narrative", "weights": {...}, ...}`` — ``weights`` overrides
 fields of the shipped ``NarrativeWeights``, every other key goes to ``index.as_retriever`` (e.g.
-``"disable": ["anchor"]``).
+``"disable": ["anchor"]``), except ``"probe"``: a ranking idea measured without shipping it
+(``probe``: ``units:3``, ``mmr:1``, ``pronouns``, ``chapters``).
 """
 
 from __future__ import annotations

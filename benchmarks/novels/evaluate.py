@@ -43,6 +43,10 @@ class Config:
         if not isinstance(data, dict):
             raise ValueError(f"a configuration is a JSON object, got {data!r}")
         rest = {k: v for k, v in data.items() if k not in ("name", "mode", "weights")}
+        if "probe" in rest:
+            from benchmarks.novels.probe import Probe
+
+            Probe.parse(rest["probe"])  # a bad probe fails before any book is loaded
         weights = dict(data.get("weights") or {})
         known = {f.name for f in fields(NarrativeWeights)}
         unknown = sorted(set(weights) - known)
@@ -53,11 +57,17 @@ class Config:
         return cls(name=name, mode=data.get("mode", "narrative"), weights=weights, options=rest)
 
     def retriever(self, index: Any, budget: int) -> Any:
+        """``index.as_retriever`` with these options, or a probe's ranking (``probe``)."""
         from llama_index_e2rag.ranking.narrative import NarrativeWeights
 
         options = dict(self.options)
+        weights = replace(NarrativeWeights.fitted(), **self.weights)
+        if "probe" in options:
+            from benchmarks.novels.probe import Probe, ProbeRetriever
+
+            return ProbeRetriever(index, Probe.parse(options.pop("probe")), budget, weights)
         if self.weights:
-            options["weights"] = replace(NarrativeWeights.fitted(), **self.weights)
+            options["weights"] = weights
         return index.as_retriever(mode=self.mode, budget_words=budget, **options)
 
 

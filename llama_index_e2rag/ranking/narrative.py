@@ -21,7 +21,9 @@ Signals (each an array over passages):
   passage the clause names, how sure that is, and the region in story terms);
 * ``edge``: *first / last / finally* questions lean toward the start or end of the story;
 * ``answer_type``: a *who / where / when* question's passage writes a person / place / time the
-  question does not name (``answer_kind``).
+  question does not name (``answer_kind``);
+* ``section``: how well the passage's stretch of the story (``section_passages`` passages)
+  matches the question — coarse-to-fine without an LLM (``sections``).
 """
 
 from __future__ import annotations
@@ -38,11 +40,14 @@ import numpy as np
 
 from llama_index_e2rag.ranking.anchor import Anchor, find_anchor, wrong_side
 from llama_index_e2rag.ranking.answer_kind import answer_type_signal, name_kind
+from llama_index_e2rag.ranking.sections import centroid_norms, section_ids, section_signal
 from llama_index_e2rag.ranking.temporal import TemporalCue, edge_prior
 from llama_index_e2rag.schema import GraphNode, normalize_text
 from llama_index_e2rag.story_position import headings as find_headings
 
-SIGNALS = ("lexical", "dense", "mention", "event", "co_event", "anchor", "edge", "answer_type")
+SIGNALS = (
+    "lexical", "dense", "mention", "event", "co_event", "anchor", "edge", "answer_type", "section"
+)
 #: Verbs a question uses to ask, not to name an event.
 LIGHT_VERBS = frozenset({"be", "have", "do", "happen", "occur"})
 #: Entity types of mentions that are no character an anchor's region could follow: plain nouns
@@ -73,10 +78,12 @@ class NarrativeWeights:
     however far away; ``anchor_side``: what a passage on the side
     the question does not look at loses (*after X*: the story before X);
     ``anchor_confidence``: the least calibrated confidence an anchor needs to be used at all;
-    ``anchor_confidence_long``: the same in a document longer than ``anchor_long_chars``
+    ``anchor_confidence_long``: the same in a document longer than ``long_chars``
     characters (a novel, where a wrong anchor costs chapters);
     ``anchor_calibration``: (bias, margin, peak) of that confidence's logistic curve
-    (``ranking.anchor``).
+    (``ranking.anchor``). ``section_passages``: how many passages make one section of the
+    ``section`` signal (chosen with ``section`` on the novel protocol), which only documents
+    longer than ``long_chars`` are cut into.
     """
 
     lexical: float = 0.5
@@ -87,6 +94,7 @@ class NarrativeWeights:
     anchor: float = 3.0
     edge: float = 0.25
     answer_type: float = 0.5
+    section: float = 0.25
     continuation: float = 0.0
     anchor_reach: float = 0.005
     anchor_self: float = 0.5
@@ -94,8 +102,9 @@ class NarrativeWeights:
     anchor_follow: float = 0.0
     anchor_confidence: float = 0.5
     anchor_confidence_long: float = 0.7
-    anchor_long_chars: int = 30_000
+    long_chars: int = 30_000
     anchor_calibration: tuple[float, float, float] = (-1.0674, 0.6181, 0.1794)
+    section_passages: int = 50
 
     @classmethod
     def fitted(cls) -> "NarrativeWeights":
@@ -156,6 +165,10 @@ class PassageTable:
     matches: dict[str, tuple[str, ...]] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
+    #: (section size, long_chars) -> (section per row, centroid norm per section), computed once
+    _sections: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         self.offsets = np.array([s for _, s in self.starts], dtype=np.int64)
@@ -187,6 +200,16 @@ class PassageTable:
     def doc_length(self, doc_order: int) -> int:
         """The document's length in characters (0 when unknown)."""
         return self.lengths.get(doc_order, 0)
+
+    def sections(self, size: int, long_chars: int) -> tuple[np.ndarray, np.ndarray]:
+        """Blocks of ``size`` passages in each document longer than ``long_chars`` characters
+        (-1 elsewhere) and their centroid norms (``sections``)."""
+        key = (size, long_chars)
+        if key not in self._sections:
+            lengths = np.array([self.doc_length(int(d)) for d in self.doc_of], dtype=np.int64)
+            ids = section_ids(self.doc_of, size, lengths > long_chars)
+            self._sections[key] = (ids, centroid_norms(self.vectors, ids))
+        return self._sections[key]
 
     def names_at(self, first: int, last: int) -> tuple[str, ...]:
         """The mention names found in passages ``first`` to ``last`` (inclusive)."""
@@ -525,7 +548,7 @@ def locate_anchor(
     c_lex, c_dense, c_event = clause
     score = w.lexical * c_lex + w.dense * c_dense + w.event * c_event
     row = int(np.argmax(score)) if score.size else 0
-    long_story = table.doc_length(int(table.doc_of[row])) > w.anchor_long_chars
+    long_story = table.doc_length(int(table.doc_of[row])) > w.long_chars
     # a wrong anchor costs a fairy tale a few sentences and a novel chapters: a long story asks
     # for a surer anchor (anchor_confidence_long, chosen on the novel protocol)
     threshold = w.anchor_confidence_long if long_story else w.anchor_confidence
@@ -560,6 +583,11 @@ def fuse(
     }
     if w.answer_type and sig.answer_type.size == len(table):
         parts["answer_type"] = w.answer_type * sig.answer_type
+    if w.section and sig.cosine.size == len(table):
+        blocks, norms = table.sections(w.section_passages, w.long_chars)
+        parts["section"] = w.section * section_signal(
+            blocks, norms, sig.cosine, sig.lexical, w.lexical, w.dense
+        )
     cue = sig.cue
     if cue is not None and cue.relation in ("first", "last") and w.edge:
         parts["edge"] = w.edge * edge_prior(table.doc_of, cue.relation)
@@ -577,7 +605,19 @@ def rank(
     table: PassageTable, sig: Signals, w: NarrativeWeights, limit: int,
     anchor: Optional[Anchor] = None,
 ) -> list[Ranked]:
-    """The best passages, each strong hit followed by its neighbour in story order (continuation).
+    """The best passages by fused score (``fuse``), each strong hit followed by its neighbour
+    in story order (``order``)."""
+    if not len(table):
+        return []
+    total, parts = fuse(table, sig, w, anchor)
+    return order(table, total, parts, sig.cue, w, limit)
+
+
+def order(
+    table: PassageTable, total: np.ndarray, parts: dict[str, np.ndarray],
+    cue: Optional[TemporalCue], w: NarrativeWeights, limit: int,
+) -> list[Ranked]:
+    """Passages by ``total``, each strong hit followed by its neighbour (continuation).
 
     A hit continues toward where the question looks: the passage before it for a *before*
     question, the passage after it otherwise. ``limit`` bounds how many rows come back
@@ -585,14 +625,13 @@ def rank(
     """
     if not len(table):
         return []
-    total, parts = fuse(table, sig, w, anchor)
     depth = min(len(table), max(limit, 1))
-    order = np.argsort(-total, kind="stable")[:depth]
-    best = float(total[order[0]])
-    step = -1 if sig.cue is not None and sig.cue.relation == "before" else 1
+    by_score = np.argsort(-total, kind="stable")[:depth]
+    best = float(total[by_score[0]])
+    step = -1 if cue is not None and cue.relation == "before" else 1
     out: list[Ranked] = []
     seen: set[int] = set()
-    for row in (int(r) for r in order):
+    for row in (int(r) for r in by_score):
         if len(out) >= depth:
             break
         if row in seen:

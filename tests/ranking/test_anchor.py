@@ -182,5 +182,5 @@ def test_a_long_story_asks_for_a_surer_anchor():
     short = locate_anchor(table, cue, clause, w)
     assert short is not None and 0.5 <= short.confidence < 0.95 and short.used
     long = locate_anchor(table, cue, clause, NarrativeWeights(**{**w.__dict__,
-                                                                 "anchor_long_chars": 1_000}))
+                                                                 "long_chars": 1_000}))
     assert long is not None and long.confidence == short.confidence and not long.used
