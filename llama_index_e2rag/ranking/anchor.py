@@ -21,7 +21,7 @@ passage's distance from the anchor is the share of the document between them, an
 beyond one, nothing is near). *The characters' later scenes*: on the cue's side, a passage where
 one of the characters of the anchor's moment (named people, places, things within ``NEAR``
 passages of it, not its dates or times; under any of their names, "Clara" for "Clara Vane", as
-``narrative.match_names`` reads them) reappears keeps at least ``anchor_follow`` of the bonus,
+``names.match_names`` reads them) reappears keeps at least ``anchor_follow`` of the bonus,
 however far and however many chapters away it comes. An *after X* question about a heroine asks
 about her next scenes, which in a novel come chapters later; a share-of-the-story decay gave
 them nothing there, so a 2,000-word gap lost to the earlier facet. A fairy tale, whose
@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
+from llama_index_e2rag.ranking.names import match_names
 from llama_index_e2rag.ranking.temporal import Relation
 
 if TYPE_CHECKING:
@@ -139,8 +140,6 @@ def region_bonus(
         n for n in table.names_at(int(moment[0]), int(moment[-1])) if n in table.named
     )
     if follow > 0 and relation in ("after", "before") and characters:
-        from llama_index_e2rag.ranking.narrative import match_names
-
         seen = np.zeros(len(table), dtype=bool)
         aliases = {alias for n in characters for alias in match_names(table, n)}
         for name in aliases | set(characters):

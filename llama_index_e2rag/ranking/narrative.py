@@ -40,6 +40,7 @@ import numpy as np
 
 from llama_index_e2rag.ranking.anchor import Anchor, find_anchor, wrong_side
 from llama_index_e2rag.ranking.answer_kind import answer_type_signal, name_kind
+from llama_index_e2rag.ranking.names import match_names
 from llama_index_e2rag.ranking.sections import centroid_norms, section_ids, section_signal
 from llama_index_e2rag.ranking.temporal import TemporalCue, edge_prior
 from llama_index_e2rag.schema import GraphNode, normalize_text
@@ -57,11 +58,6 @@ NOT_CHARACTERS = frozenset(
 )
 #: Where the fitted weights ship (see ``benchmarks/fit_narrative.py`` for how they were fitted).
 WEIGHTS_PATH = Path(__file__).resolve().parent.parent / "data" / "narrative_weights.json"
-#: Words of a name that never identify a character on their own.
-_TITLES = frozenset(
-    "mr mrs ms miss dr sir lady lord king queen prince princess the a an of old young little "
-    "st saint master mistress madame monsieur".split()
-)
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
@@ -443,32 +439,6 @@ def _unit(vector: np.ndarray) -> np.ndarray:
     vector = np.asarray(vector, dtype=np.float32).reshape(-1)
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else vector
-
-
-def match_names(table: PassageTable, name: str) -> list[str]:
-    """Mention names a question name refers to (a name/alias chain).
-
-    A mention name matches when it holds every proper word of the question name ("Peter" ~
-    "Peter Rabbit", "McGregor" ~ "Mr. McGregor") and the two do not carry different titles
-    ("Mrs. Rabbit" is not "Mr. Rabbit"), or when, carrying no title, all its words are in the
-    question name ("Peter Rabbit" ~ "Peter").
-    """
-    if name not in table.matches:
-        table.matches[name] = _match_names(table, name)
-    return list(table.matches[name])
-
-
-def _match_names(table: PassageTable, name: str) -> tuple[str, ...]:
-    words = [w for w in name.split() if w not in _TITLES]
-    if not words:
-        return (name,) if name in table.names else ()
-    found = set.intersection(*(table.name_words.get(w, set()) for w in words))
-    titles = set(name.split()) & _TITLES
-    if titles:
-        found = {n for n in found if not (set(n.split()) & _TITLES) or set(n.split()) & titles}
-    shorter = set().union(*(table.name_words.get(w, set()) for w in words))
-    found |= {n for n in shorter if not set(n.split()) & _TITLES and set(n.split()) <= set(words)}
-    return tuple(sorted(found))
 
 
 def mention_signal(table: PassageTable, names: Sequence[str]) -> np.ndarray:

@@ -79,10 +79,9 @@ from llama_index_e2rag.ranking.narrative import (
     locate_anchor,
 )
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
-from llama_index_e2rag.passage_cache import narrative_state
+from llama_index_e2rag.passage_cache import narrative_state, restrict_state
 from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
-from llama_index_e2rag.retrievers.narrative import restrict_state
 from llama_index_e2rag.retrievers.vector import CHUNK_WORDS_FLOOR, chunk_result
 from llama_index_e2rag.schema import GraphNode, NodeKind
 from llama_index_e2rag.stores import Stores

@@ -41,7 +41,6 @@ from llama_index.core.schema import (
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.answer_types import answer_type
-from llama_index_e2rag.filters import DocScope
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context import (
     ANCHOR_KEY,
@@ -55,12 +54,11 @@ from llama_index_e2rag.context import (
 from llama_index_e2rag.errors import E2RAGError, MissingModelError
 from llama_index_e2rag.extract.grounded import GroundedExtractor
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
-from llama_index_e2rag.passage_cache import NarrativeState, narrative_state
+from llama_index_e2rag.passage_cache import NarrativeState, narrative_state, restrict_state
 from llama_index_e2rag.ranking.budget import Piece, budget_depth, fill_budget
 from llama_index_e2rag.ranking.narrative import (
     SIGNALS,
     NarrativeWeights,
-    PassageTable,
     QueryGraph,
     Ranked,
     Signals,
@@ -298,71 +296,6 @@ def anchor_record(
         return None
     text = state.passages[anchor.row].text
     return anchor_metadata(state.table, anchor, text, sig.cue.clause)
-
-
-def restrict_state(
-    state: NarrativeState, scope: DocScope, doc_orders: dict[str, int]
-) -> NarrativeState:
-    """``state`` with only the passages of ``scope``'s documents, rows renumbered: signals,
-    z-scores, ranking and continuation then see those documents as the whole story. BM25 keeps
-    the whole index's statistics (its scores are read and cut to the kept rows)."""
-    table = state.table
-    orders = [order for doc_id, order in doc_orders.items() if scope.allows(doc_id)]
-    rows = np.flatnonzero(np.isin(table.doc_of, orders))
-    renumber = np.full(len(table), -1, dtype=np.int64)
-    renumber[rows] = np.arange(len(rows))
-    names = {}
-    for name, found in table.names.items():
-        kept = renumber[found]
-        if (kept >= 0).any():
-            names[name] = kept[kept >= 0]
-    name_words: dict[str, set[str]] = {}
-    for name in names:
-        for word in name.split():
-            name_words.setdefault(word, set()).add(name)
-    events = {}
-    for lemma, found_events in table.events.items():
-        kept_events = [(int(renumber[r]), who) for r, who in found_events if renumber[r] >= 0]
-        if kept_events:
-            events[lemma] = kept_events
-    typed: dict[str, dict[str, np.ndarray]] = {}
-    for kind, by_name in table.typed.items():
-        for name, found in by_name.items():
-            kept = renumber[found]
-            if (kept >= 0).any():
-                typed.setdefault(kind, {})[name] = kept[kept >= 0]
-    sub = PassageTable(
-        ids=[table.ids[r] for r in rows],
-        doc_of=table.doc_of[rows],
-        vectors=table.vectors[rows],
-        names=names,
-        name_words=name_words,
-        events=events,
-        starts=[table.starts[r] for r in rows],
-        named=table.named,
-        typed=typed,
-        lengths=table.lengths,
-        headings=table.headings,
-    )
-    return NarrativeState(
-        state.state,
-        sub,
-        _RowsLexical(state.lexical, rows),  # type: ignore[arg-type]
-        tuple(state.passages[r] for r in rows),
-        state.chunk_metadata,
-    )
-
-
-class _RowsLexical:
-    """The whole index's BM25 scores, cut to some rows (a ``LexicalIndex`` for ``signals``)."""
-
-    def __init__(self, lexical: Any, rows: np.ndarray) -> None:
-        self._lexical = lexical
-        self._rows = rows
-        self.ids = [lexical.ids[r] for r in rows]
-
-    def scores(self, text: str) -> np.ndarray:
-        return np.asarray(self._lexical.scores(text))[self._rows]
 
 
 def _score_of(ranked: Sequence[Ranked], row: int) -> float:
