@@ -62,10 +62,11 @@ class ProbeRetriever:
         self._probe, self._budget, self._w = probe, budget, weights
         state = narrative_state(index.stores)
         self._table: PassageTable = state.table
-        nodes = {n.id: n for n in index.stores.graph.get_nodes(list(self._table.ids))}
-        self._texts = [nodes[i].text for i in self._table.ids]
+        self._texts = [node.text for node in state.passages]
         self._words = np.array([len(t.split()) for t in self._texts])
         self._pronoun_lexical: Optional[LexicalIndex] = None
+        _, self._chapters = np.unique(self._table.chapters, return_inverse=True)
+        self._chapter_norms = centroid_norms(self._table.vectors, self._chapters)
 
     def retrieve(self, question: str) -> list[NodeWithScore]:
         _, sig = self._inner.signals(question)
@@ -120,10 +121,8 @@ class ProbeRetriever:
 
     def _chapter_signal(self, sig: Signals) -> np.ndarray:
         """``section_signal`` with the chapters (rows between two headings) as sections."""
-        ids = self._table.chapters.astype(np.int64)
-        _, ids = np.unique(ids, return_inverse=True)
-        return section_signal(ids, centroid_norms(self._table.vectors, ids), sig.cosine,
-                              sig.lexical, self._w.lexical, self._w.dense)
+        return section_signal(self._chapters, self._chapter_norms, sig.cosine, sig.lexical,
+                              self._w.lexical, self._w.dense)
 
     def _with_pronouns(self, sig: Signals, question: str) -> Signals:
         """``sig`` with its lexical signal from the pronoun-augmented BM25 index."""
