@@ -76,19 +76,50 @@ def _run(args: argparse.Namespace, cache: BookCache, books: Sequence[Narrative],
 
     chosen = books[: args.books] if args.books else books
     spread: list[dict[str, Any]] | None = [] if getattr(args, "signals", False) else None
+    previous = _resumable(args.resume, cache, configs, spread) if args.resume else None
+    done = {b["doc_id"] for b in previous["books"]} if previous else set()
     rows, per_book = evaluate(cache, chosen, configs, log=lambda line: print(line, flush=True),
-                              spread=spread)
+                              spread=spread, skip=done)
+    if previous:
+        order = {b.doc_id: i for i, b in enumerate(books)}
+        per_book = sorted([b for b in previous["books"] if b["doc_id"] in order] + per_book,
+                          key=lambda b: order[b["doc_id"]])
+        rows = [Row(**r) for r in previous["rows"] if r["doc_id"] in order] + rows
+        print(f"resumed {len(done)} books from {args.resume}", flush=True)
     if not rows:
         raise SystemExit("no cached book to evaluate: run `python -m benchmarks.novels build`")
     covered = [b["doc_id"] for b in per_book]
-    extra = {} if spread is None else {
+    extra: dict[str, Any] = {} if spread is None else {
         "signals": [{**s, "third": places[s["doc_id"]].third} for s in spread]}
+    if previous:
+        extra["resumed"] = {"from": str(args.resume), "command": previous["command"],
+                            "books": sorted(done)}
     return {**extra, "command": "python -m benchmarks.novels " + " ".join(args.argv),
             "machine": machine_info(), "cache": str(cache.folder), "settings_key": cache.key,
             "configs": [asdict(c) for c in configs], "books": per_book,
             "ranges": third_ranges(places, covered),
             "by_third": by_third(rows, places),
             "rows": [asdict(r) for r in rows]}
+
+
+def _resumable(path: Path, cache: BookCache, configs: Sequence[Config],
+               spread: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """Saved results whose books need not be scored again: the same configurations on the
+    same builds (the cache folder they were read from is this run's)."""
+    from dataclasses import asdict
+
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--resume {path}: {exc}") from exc
+    if previous.get("configs") != [asdict(c) for c in configs]:
+        raise SystemExit(f"--resume {path}: its configurations differ from this run's")
+    if Path(previous.get("cache", "")).resolve() != cache.folder.resolve():
+        raise SystemExit(f"--resume {path}: scored on {previous.get('cache')}, "
+                         f"not on this run's builds ({cache.folder})")
+    if spread is not None:
+        raise SystemExit("--resume cannot be combined with --signals")
+    return previous
 
 
 def _print_tables(result: dict[str, Any], systems: Sequence[str]) -> None:
@@ -156,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = commands.add_parser(name, help=text)
         command.add_argument("--books", type=int, help="only the N shortest books (if cached)")
         command.add_argument("--out", type=Path, help="save the figures and per-question rows")
+        command.add_argument("--resume", type=Path, metavar="RESULTS",
+                             help="take the books already scored in saved results (same "
+                                  "configurations, same builds) and score only the others")
         command.add_argument("--markdown", type=Path,
                              help="write the tables as markdown (docs/benchmarks.md includes "
                                   "benchmarks/results/novels.md)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 from benchmarks import scoring
 from benchmarks.baselines import BASELINES, WindowBaselines, make_windows
@@ -124,10 +124,11 @@ def evaluate_book(index: Any, book: Narrative, configs: Sequence[Config], embed:
 
 def evaluate(cache: BookCache, books: Sequence[Narrative], configs: Sequence[Config],
              log: Callable[[str], None] = print, spread: list[dict[str, Any]] | None = None,
-             ) -> tuple[list[Row], list[dict[str, Any]]]:
+             skip: Collection[str] = ()) -> tuple[list[Row], list[dict[str, Any]]]:
     """Rows of every cached book among ``books`` (others are skipped and logged), and per book
     its load and per-configuration seconds; ``spread`` (when given) gains each question's
-    ``signal_spread``."""
+    ``signal_spread``. Books named in ``skip`` (already scored by a run being resumed) are
+    left out."""
     from benchmarks.systems import make_embed_model
     from llama_index_e2rag.loading import load_index
 
@@ -137,6 +138,8 @@ def evaluate(cache: BookCache, books: Sequence[Narrative], configs: Sequence[Con
     rows: list[Row] = []
     per_book: list[dict[str, Any]] = []
     for book in books:
+        if book.doc_id in skip:
+            continue
         folder = cache.cached(book)
         if folder is None:
             stale = cache.stale(book)

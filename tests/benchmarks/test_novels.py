@@ -122,6 +122,19 @@ def test_books_are_built_once_resumed_after_a_kill_and_evaluated_from_the_cache(
     assert "| no edge |" in text and "2 of 2 books" in text and "partial" not in text
     assert "| cross-validated |" in text and "mention fires / touches" in text
 
+    # a run resumed from saved results scores only the books they lack, and pools them all
+    one, resumed = tmp_path / "one.json", tmp_path / "resumed.json"
+    base = ["--data-root", str(root), "--cache", str(cache.root), "evaluate", "--config", grid]
+    assert main([*base, "--books", "1", "--out", str(one)]) == 0
+    first_rows = json.loads(one.read_text())["rows"]
+    assert main([*base, "--resume", str(one), "--out", str(resumed)]) == 0
+    again = json.loads(resumed.read_text())
+    assert again["resumed"]["books"] == ["pg901"] and len(again["books"]) == 2
+    assert [r for r in again["rows"] if r["doc_id"] == "pg901"] == first_rows
+    assert sorted(map(json.dumps, again["rows"])) == sorted(map(json.dumps, saved["rows"]))
+    with pytest.raises(SystemExit, match="configurations differ"):
+        main([*base[:-2], "--resume", str(one)])
+
     changed = BookCache(cache.root, settings={**cache.settings, "passage_words": 80})
     assert changed.cached(books[0]) is None
     assert [s.differs for s in changed.stale(books[0])] == [("passage_words",)]
