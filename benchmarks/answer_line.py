@@ -34,7 +34,7 @@ from llama_index.core import Document
 from benchmarks.loaders import DEFAULT_DATA_ROOT, load_fairytaleqa
 from benchmarks.scoring import answer_token_recall
 from benchmarks.systems import make_embed_model
-from llama_index_e2rag.extractive import AnswerWeights, ExtractiveSynthesizer, Reading
+from llama_index_e2rag.answer.extractive import AnswerWeights, ExtractiveSynthesizer, Reading
 
 GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
 

@@ -32,7 +32,7 @@ from lightrag.utils import (
 )
 from pydantic import BaseModel
 
-from llama_index_e2rag.llm_parsing import OutputParseError, parse_json_output, parse_with_repair
+from llama_index_e2rag.llm.parsing import OutputParseError, parse_json_output, parse_with_repair
 
 from lightrag_ext.version import check_lightrag_compat
 

@@ -35,7 +35,7 @@ from llama_index_e2rag.extract.prompts import (
     EventExtraction,
     ExtractedEntity,
 )
-from llama_index_e2rag.prompt_text import Prompt, format_prompt
+from llama_index_e2rag.llm.prompt_text import Prompt, format_prompt
 
 from lightrag_ext.cached_llm import CachedStructuredLLM
 from lightrag_ext.storage import DocLayer

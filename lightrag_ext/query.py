@@ -32,11 +32,11 @@ from lightrag.operate import QueryProgress
 from lightrag.prompt import PROMPTS
 
 from llama_index_e2rag import ranking
-from llama_index_e2rag.context import ContextBundle, Passage, assemble_context
+from llama_index_e2rag.context.evidence import ContextBundle, Passage, assemble_context
 from llama_index_e2rag.errors import LLMOutputError
 from llama_index_e2rag.extract.prompts import QUERY_CUE_TEXT, QueryCues
 from llama_index_e2rag.graph import NetworkXGraphStore
-from llama_index_e2rag.prompt_text import fill
+from llama_index_e2rag.llm.prompt_text import fill
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind
 
 from lightrag_ext.cached_llm import CachedStructuredLLM

@@ -34,19 +34,19 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.storage.storage_context import StorageContext
 
-from llama_index_e2rag import persistence
-from llama_index_e2rag.builders import DocumentBuilder, builder_configs, restore_builders
+from llama_index_e2rag.persist import storage as persistence
+from llama_index_e2rag.extract.builders import DocumentBuilder, builder_configs, restore_builders
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY, chunk_doc_id, hide_internal_keys
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.chunking import (
+from llama_index_e2rag.extract.chunking import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
     chunk_document,
     default_chunk_overlap,
     default_chunk_size,
 )
-from llama_index_e2rag.ingest import (
+from llama_index_e2rag.ingest.pipeline import (
     EMBEDDED_KINDS,
     DocOrders,
     RecordingEmbedding,
@@ -57,20 +57,21 @@ from llama_index_e2rag.ingest import (
     link_staged,
     stage_document,
 )
-from llama_index_e2rag.validation import validate_document, validate_documents, validate_nodes
-from llama_index_e2rag.llm import run_sync
+from llama_index_e2rag.ingest.validation import (
+    validate_document, validate_documents, validate_nodes)
+from llama_index_e2rag.llm.runner import run_sync
 from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_CLASSES, RETRIEVER_MODES
 from llama_index_e2rag.registration import E2RAG_STRUCT_TYPE, STRUCT_TYPES
-from llama_index_e2rag.same_text import TextClaims
-from llama_index_e2rag.progress import doc_bar, steps_bar
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.same_text import TextClaims
+from llama_index_e2rag.ingest.progress import doc_bar, steps_bar
+from llama_index_e2rag.stores.port import Stores
 
 if TYPE_CHECKING:
     from llama_index.core.chat_engine.types import BaseChatEngine
 
-    from llama_index_e2rag.layers import LayersAdded
-    from llama_index_e2rag.llm import LLMRunner
-    from llama_index_e2rag.timeline import Timeline
+    from llama_index_e2rag.ingest.layers import LayersAdded
+    from llama_index_e2rag.llm.runner import LLMRunner
+    from llama_index_e2rag.context.timeline import Timeline
 
 __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
@@ -276,7 +277,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         if not self._llm_resolved:
             with self._lazy_lock:
                 if not self._llm_resolved:
-                    from llama_index_e2rag.llm import resolve_llm
+                    from llama_index_e2rag.llm.runner import resolve_llm
 
                     self._llm = resolve_llm(self._llm_arg)
                     self._llm_resolved = True
@@ -288,7 +289,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         if self._llm_runner is None and self.llm is not None:
             with self._lazy_lock:
                 if self._llm_runner is None:
-                    from llama_index_e2rag.llm import LLMRunner, ResponseCache
+                    from llama_index_e2rag.llm.runner import LLMRunner, ResponseCache
 
                     cache = ResponseCache(self._cache_path()) if self._cache_dir else None
                     self._llm_runner = LLMRunner(
@@ -381,7 +382,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         """``add_layers``: builders already present are skipped; the stored graph of each
         document is their input, only their nodes are embedded, and every document commits in
         one write. ``documents`` may give stored documents' source text (used when unchanged)."""
-        from llama_index_e2rag.layers import LayersAdded, missing_builders, stage_layers
+        from llama_index_e2rag.ingest.layers import LayersAdded, missing_builders, stage_layers
 
         new = missing_builders(self._doc_builders, builders)
         if not new:
@@ -433,7 +434,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
     def entity_timeline(self, name: str, *, doc_id: Optional[str] = None) -> "Timeline":
         """A fused entity's mentions and events in story order, with positions (needs the
         ``EventGraphBuilder`` layer; ``timeline.entity_timeline``)."""
-        from llama_index_e2rag.timeline import entity_timeline
+        from llama_index_e2rag.context.timeline import entity_timeline
 
         with self._stores.reading():
             return entity_timeline(self._stores.graph, name, doc_id=doc_id)
@@ -732,7 +733,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         extractive answers), else the index's."""
         if llm is None:
             return self.llm
-        from llama_index_e2rag.llm import resolve_llm
+        from llama_index_e2rag.llm.runner import resolve_llm
 
         return resolve_llm(llm)
 
@@ -754,14 +755,14 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         (``entity_event`` only). ``mode="event_graph"`` gets E²GraphRAG's two-stage engine
         instead (draft and decomposition, then the answer enriched with events and paths).
         """
-        from llama_index_e2rag.query_engine import build_query_engine, split_engine_kwargs
+        from llama_index_e2rag.answer.query_engine import build_query_engine, split_engine_kwargs
 
         engine_kwargs, kwargs = split_engine_kwargs(kwargs)
         answer_llm = self._answer_llm(llm)
         llm = answer_llm if llm is not None else None  # a NoLLM given: no LLM at all
         if mode == "event_graph":
-            from llama_index_e2rag.event_graph_engine import build_event_graph_engine
-            from llama_index_e2rag.llm import LLMRunner
+            from llama_index_e2rag.answer.event_graph_engine import build_event_graph_engine
+            from llama_index_e2rag.llm.runner import LLMRunner
 
             if llm is not None:  # the draft call uses the same model as the answer
                 kwargs.setdefault("llm_runner", LLMRunner(llm))
@@ -804,7 +805,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         retriever's as ``as_query_engine`` does. Without one: an offline chat engine whose
         every answer is the extractive one (no LLM rewrites follow-ups).
         """
-        from llama_index_e2rag.chat_engine import build_chat_engine
+        from llama_index_e2rag.answer.chat_engine import build_chat_engine
 
         chat_llm = self._answer_llm(llm)
         return build_chat_engine(

@@ -22,7 +22,7 @@ from llama_index.core import Settings
 from scripted_llm import ScriptedLLM
 from test_index import NAMES, SEQUEL, STORY
 
-from llama_index_e2rag.cli import main
+from llama_index_e2rag.cli.entry import main
 
 ANSWER = "Hermione lied to protect Harry and Ron."
 
@@ -165,7 +165,7 @@ def test_script_runs_as_a_process_without_traceback(tmp_path: Path) -> None:
 def test_demo_command_returns_the_demo_exit_code(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import llama_index_e2rag.demo as demo
+    import llama_index_e2rag.app.demo as demo
 
     calls: list[object] = []
 
@@ -184,7 +184,7 @@ def test_chrono_store_counts_layers_apart_prints_positions_and_keeps_building(
 ) -> None:
     from test_chrono import HARBOUR, MOUNTAIN, chrono_llm
 
-    from llama_index_e2rag.cli import load_store
+    from llama_index_e2rag.cli.entry import load_store
     from llama_index_e2rag.schema import NodeKind
 
     monkeypatch.setattr(Settings, "_llm", chrono_llm(default_response=ANSWER))
@@ -334,7 +334,7 @@ def test_event_graph_index_timeline_and_query(
 def test_sentence_graph_added_to_a_store_keeps_its_builders(
     offline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from llama_index_e2rag.cli import load_store
+    from llama_index_e2rag.cli.entry import load_store
     from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
     from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
     from llama_index_e2rag.schema import NodeKind
@@ -439,7 +439,7 @@ RUNNER = (
     "from hash_embedding import HashEmbedding\n"
     "from llama_index.core import Settings\n"
     "Settings.embed_model = HashEmbedding()\n"
-    "import llama_index_e2rag.cli as cli\n"
+    "import llama_index_e2rag.cli.entry as cli\n"
     "{patch}\n"
     "sys.exit(cli.main())\n"
 )
@@ -671,7 +671,7 @@ def test_bad_input_process_prints_one_error_line_and_no_traceback(
 def test_the_good_store_has_no_damaged_file(good_store: Path) -> None:
     """The damage check behind the bad-store messages does not flag a sound store (its empty
     lock files included)."""
-    from llama_index_e2rag.cli_errors import damaged_files
+    from llama_index_e2rag.cli.errors import damaged_files
 
     assert damaged_files(good_store) == []
     assert damaged_files(good_store.parent / "one.txt") == []
@@ -696,7 +696,7 @@ def test_unexpected_error_is_one_line_naming_a_log_with_the_traceback(
     good_store: Path,
     exc: BaseException,
 ) -> None:
-    import llama_index_e2rag.cli as cli
+    import llama_index_e2rag.cli.entry as cli
 
     def failing_show(args: object) -> int:
         raise exc
@@ -725,7 +725,7 @@ def test_the_log_falls_back_to_home_then_temp_then_says_it_was_not_saved(
 ) -> None:
     import tempfile
 
-    import llama_index_e2rag.cli as cli
+    import llama_index_e2rag.cli.entry as cli
 
     def failing_show(args: object) -> int:
         raise RuntimeError("boom")
@@ -815,7 +815,7 @@ def test_ctrl_c_anywhere_exits_130_with_one_line(
     capsys: pytest.CaptureFixture[str],
     interrupt: Callable[[], None],
 ) -> None:
-    import llama_index_e2rag.cli as cli
+    import llama_index_e2rag.cli.entry as cli
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setattr(cli, "_cmd_show", lambda args: interrupt())
@@ -892,7 +892,7 @@ def test_a_missing_extra_names_the_pip_install(
     module: str,
     extra: str,
 ) -> None:
-    import llama_index_e2rag.cli as cli
+    import llama_index_e2rag.cli.entry as cli
 
     def needs_extra(args: object) -> int:
         raise ModuleNotFoundError(f"No module named {module!r}", name=module)
@@ -928,7 +928,7 @@ def test_expected_failures_say_what_to_do_in_one_line(
     exc: BaseException,
     words: tuple[str, ...],
 ) -> None:
-    import llama_index_e2rag.cli as cli
+    import llama_index_e2rag.cli.entry as cli
 
     def failing(args: object) -> int:
         raise exc
@@ -973,7 +973,7 @@ def test_show_reports_a_damaged_store_and_repair_mends_it(
 def test_index_over_what_a_killed_first_save_left_builds_the_store(
     models: ScriptedLLM, books: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from llama_index_e2rag.ownership import mark
+    from llama_index_e2rag.persist.ownership import mark
 
     store = tmp_path / "store"
     mark(store)  # what a killed first save left: our marker first, then what it reached

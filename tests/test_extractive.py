@@ -14,7 +14,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
-from llama_index_e2rag.extractive import EVIDENCE_KEY, ExtractiveSynthesizer, split_sentences
+from llama_index_e2rag.answer.extractive import EVIDENCE_KEY, ExtractiveSynthesizer, split_sentences
 from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.schema import GraphNode, NodeKind
 

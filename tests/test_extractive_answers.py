@@ -15,10 +15,11 @@ import pytest
 
 from benchmarks.loaders import load_fairytaleqa
 from benchmarks.scoring import answer_token_recall
-from llama_index_e2rag.answer_types import AnswerType, answer_type, content_lemmas, offers, parse
+from llama_index_e2rag.answer.answer_types import (
+    AnswerType, answer_type, content_lemmas, offers, parse)
 from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.extract.grounded import GroundedExtractor, load_spacy
-from llama_index_e2rag.extractive import EVIDENCE_KEY, ExtractiveSynthesizer
+from llama_index_e2rag.answer.extractive import EVIDENCE_KEY, ExtractiveSynthesizer
 from llama_index_e2rag.index import E2RAGIndex
 
 #: Small train stories with who/where/why questions among their others.

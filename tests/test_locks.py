@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from llama_index_e2rag.locks import STATE_LOCK, WRITER_LOCK, StoreLocks
+from llama_index_e2rag.stores.locks import STATE_LOCK, WRITER_LOCK, StoreLocks
 
 
 def test_a_commit_waits_for_readers_and_readers_wait_for_a_commit() -> None:

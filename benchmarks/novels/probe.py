@@ -25,8 +25,8 @@ from typing import Any, Optional
 import numpy as np
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_e2rag.lexical import LexicalIndex
-from llama_index_e2rag.passage_cache import narrative_state
+from llama_index_e2rag.stores.lexical import LexicalIndex
+from llama_index_e2rag.retrievers.passage_cache import narrative_state
 from llama_index_e2rag.ranking.narrative import (NarrativeWeights, PassageTable, Signals, fuse,
                                                  locate_anchor, order, zscore)
 from llama_index_e2rag.ranking.sections import centroid_norms, section_signal

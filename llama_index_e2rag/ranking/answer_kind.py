@@ -34,7 +34,7 @@ PLACE_NOUNS = frozenset(
 
 def name_kind(name: str, entity_type: Optional[str]) -> Optional[str]:
     """The answer kind a mention name offers (``KINDS``), or None."""
-    from llama_index_e2rag import answer_types  # the wh-word lists; imported only to build
+    from llama_index_e2rag.answer import answer_types  # the wh-word lists; imported only to build
 
     label = (entity_type or "").strip().upper()
     words = name.split()

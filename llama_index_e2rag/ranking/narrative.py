@@ -44,7 +44,7 @@ from llama_index_e2rag.ranking.names import match_names
 from llama_index_e2rag.ranking.sections import centroid_norms, section_ids, section_signal
 from llama_index_e2rag.ranking.temporal import TemporalCue, edge_prior
 from llama_index_e2rag.schema import GraphNode, normalize_text
-from llama_index_e2rag.story_position import headings as find_headings
+from llama_index_e2rag.context.story_position import headings as find_headings
 
 SIGNALS = (
     "lexical", "dense", "mention", "event", "co_event", "anchor", "edge", "answer_type", "section"

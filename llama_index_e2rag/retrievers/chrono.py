@@ -24,17 +24,17 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.filters import asearch, search
+from llama_index_e2rag.retrievers.filters import asearch, search
 from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
+from llama_index_e2rag.context.evidence import POS_KEY, POSITION_KEY, ContextOrder, format_position
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.extract.chrono import TOKEN_EPSILON, TokenCounter, approx_token_count
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, Position, normalize_text
-from llama_index_e2rag.state_cache import StateCache
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.state_cache import StateCache
+from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.vectors.base import VectorHit
 
 PassageOrder = Literal["relevance", "story"]

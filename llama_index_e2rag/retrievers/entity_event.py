@@ -56,9 +56,9 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.filters import DocScope, asearch, search
+from llama_index_e2rag.retrievers.filters import DocScope, asearch, search
 from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context import (
+from llama_index_e2rag.context.evidence import (
     ANCHOR_KEY,
     EVIDENCE_KEY,
     SIGNALS_KEY,
@@ -79,15 +79,15 @@ from llama_index_e2rag.ranking.narrative import (
     locate_anchor,
 )
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
-from llama_index_e2rag.passage_cache import narrative_state, restrict_state
+from llama_index_e2rag.retrievers.passage_cache import narrative_state, restrict_state
 from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import CHUNK_WORDS_FLOOR, chunk_result
 from llama_index_e2rag.schema import GraphNode, NodeKind
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.port import Stores
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.llm.runner import LLMRunner
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ class EntityEventRetriever(StoresRetriever):
         self._cue_prompt: BasePromptTemplate = QUERY_CUE_PROMPT
         self._hyde_prompt: BasePromptTemplate = HYPOTHETICAL_ANSWER_PROMPT
         if llm is not None:
-            from llama_index_e2rag.llm import LLMRunner
+            from llama_index_e2rag.llm.runner import LLMRunner
 
             self._runner = LLMRunner(llm)
         else:

@@ -30,7 +30,7 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from llama_index_e2rag.context import EVIDENCE_KEY, POS_KEY, POSITION_KEY, format_position
+from llama_index_e2rag.context.evidence import EVIDENCE_KEY, POS_KEY, POSITION_KEY, format_position
 from llama_index_e2rag.errors import E2RAGError, LLMOutputError, LLMTimeoutError, MissingModelError
 from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.extract.event_graph.prompts import (
@@ -38,7 +38,7 @@ from llama_index_e2rag.extract.event_graph.prompts import (
     draft_of,
     parse_decomposition,
 )
-from llama_index_e2rag.llm import run_sync
+from llama_index_e2rag.llm.runner import run_sync
 from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.ranking.event_graph import (
     Aligned,
@@ -52,17 +52,17 @@ from llama_index_e2rag.ranking.event_graph import (
     match_events,
     reasoning_paths,
 )
-from llama_index_e2rag.filters import DocScope, asearch, search
+from llama_index_e2rag.retrievers.filters import DocScope, asearch, search
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.retrievers.vector import chunk_metadata, chunk_result
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, sort_by_position
-from llama_index_e2rag.state_cache import StateCache
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.state_cache import StateCache
+from llama_index_e2rag.stores.port import Stores
 
 if TYPE_CHECKING:
     from llama_index_e2rag.extract.grounded import GroundedExtractor
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.llm.runner import LLMRunner
 
 DecomposeMode = Literal["auto", "llm", "parse"]
 #: How a decomposition was made: the LLM's; the query's parse; the LLM's draft with the parse

@@ -31,10 +31,10 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.filters import DocScope
+from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
-from llama_index_e2rag.node_embeddings import (
+from llama_index_e2rag.context.evidence import POS_KEY, POSITION_KEY, ContextOrder, format_position
+from llama_index_e2rag.stores.node_embeddings import (
     CANDIDATE_KINDS,
     EMBEDDING_VARIANTS,
     EmbeddingVariant,
@@ -47,7 +47,7 @@ from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import GraphNode, NodeKind
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.port import Stores
 
 Order = Literal["relevance", "story"]
 #: With a budget, K grows to one graph node per this many words of budget (a node's sentences

@@ -40,9 +40,9 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.answer_types import answer_type
+from llama_index_e2rag.answer.answer_types import answer_type
 from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context import (
+from llama_index_e2rag.context.evidence import (
     ANCHOR_KEY,
     EVIDENCE_KEY,
     POS_KEY,
@@ -54,7 +54,8 @@ from llama_index_e2rag.context import (
 from llama_index_e2rag.errors import E2RAGError, MissingModelError
 from llama_index_e2rag.extract.grounded import GroundedExtractor
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
-from llama_index_e2rag.passage_cache import NarrativeState, narrative_state, restrict_state
+from llama_index_e2rag.retrievers.passage_cache import (
+    NarrativeState, narrative_state, restrict_state)
 from llama_index_e2rag.ranking.budget import Piece, budget_depth, fill_budget
 from llama_index_e2rag.ranking.narrative import (
     SIGNALS,
@@ -73,7 +74,7 @@ from llama_index_e2rag.retrievers.budget import TRIMMED_KEY, check_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS
 from llama_index_e2rag.schema import NodeKind
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.port import Stores
 
 #: Metadata key naming the passage a continuation follows (or, for *before*, precedes).
 CONTINUES_KEY = "continues"

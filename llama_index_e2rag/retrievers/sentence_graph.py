@@ -28,7 +28,7 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from llama_index_e2rag.context import (
+from llama_index_e2rag.context.evidence import (
     EVIDENCE_KEY,
     POS_KEY,
     POSITION_KEY,
@@ -43,8 +43,8 @@ from llama_index_e2rag.errors import (
 )
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.modes import layer_missing_python
-from llama_index_e2rag.lexical import LexicalIndex
-from llama_index_e2rag.llm import run_sync
+from llama_index_e2rag.stores.lexical import LexicalIndex
+from llama_index_e2rag.llm.runner import run_sync
 from llama_index_e2rag.ranking.sentence_graph import (
     AnchorRetriever,
     Bridge,
@@ -60,16 +60,16 @@ from llama_index_e2rag.ranking.sentence_graph import (
     relation_path,
     unused_gate,
 )
-from llama_index_e2rag.filters import DocScope
+from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.retrievers.budget import check_budget, within_budget
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind
-from llama_index_e2rag.state_cache import StateCache
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.state_cache import StateCache
+from llama_index_e2rag.stores.port import Stores
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.llm.runner import LLMRunner
 
 RefineMode = Literal["auto", "llm", "rule", "none"]
 PathOrder = Literal["story", "path"]

@@ -14,7 +14,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context import (
+from llama_index_e2rag.context.evidence import (
     ANCHOR_KEY,
     EVIDENCE_KEY,
     EVIDENCE_TEXT_KEY,
@@ -25,10 +25,10 @@ from llama_index_e2rag.context import (
     format_position,
 )
 from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
-from llama_index_e2rag.filters import asearch, search
+from llama_index_e2rag.retrievers.filters import asearch, search
 from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
 from llama_index_e2rag.schema import GraphNode, NodeKind
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.vectors.base import VectorHit
 
 #: Words a chunk is assumed to hold at least when sizing the candidates for a budget.

@@ -19,7 +19,7 @@ import numpy as np
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
-from llama_index_e2rag.builders import OptionalLLM
+from llama_index_e2rag.extract.builders import OptionalLLM
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.event_graph.events_llm import EgoInput, extract_events
 from llama_index_e2rag.extract.event_graph.entities import fused_entities
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.schema import BaseNode
 
-    from llama_index_e2rag.builders import BuildFailure
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.extract.builders import BuildFailure
+    from llama_index_e2rag.llm.runner import LLMRunner
 
 EventSetting = Literal["auto", "llm", "frames"]
 _EVENTS = ("auto", "llm", "frames")

@@ -44,7 +44,7 @@ from llama_index_e2rag.schema import (
 )
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.llm import LLMRunner, PromptLike
+    from llama_index_e2rag.llm.runner import LLMRunner, PromptLike
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional, Se
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
-from llama_index_e2rag.builders import OptionalLLM
+from llama_index_e2rag.extract.builders import OptionalLLM
 from llama_index_e2rag.extract.sentence_graph.bridges import (
     TopicText,
     co_entity_bridges,
@@ -58,8 +58,8 @@ from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode
 if TYPE_CHECKING:
     from llama_index.core.schema import BaseNode
 
-    from llama_index_e2rag.builders import BuildFailure
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.extract.builders import BuildFailure
+    from llama_index_e2rag.llm.runner import LLMRunner
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,92 @@
+"""What a persisted store holds, read from its files without loading llama-index or any model.
+
+``e2rag show`` should answer at once; loading an index imports llama-index (most of a second)
+and builds nothing ``show`` needs. The graph database and the index store's JSON say it all.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from llama_index_e2rag.persist.checksums import E2RAG_DIR
+from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
+
+#: The index store's type keys of an E2RAGIndex (today's and 0.1.0's).
+STRUCT_TYPES = ("llama_index_e2rag.E2RAGIndex", "e2rag")
+#: Class names of the restorable document builders (``builders.RESTORABLE_BUILDERS``'s, whose
+#: module imports llama-index).
+BUILDER_CLASSES = {
+    "chrono": "ChronoLayerBuilder",
+    "sentence_graph": "SentenceGraphBuilder",
+    "event_graph": "EventGraphBuilder",
+}
+
+
+@dataclass
+class StoreSummary:
+    """Documents in story order with their chunk counts, node/edge counts and build facts."""
+
+    documents: list[tuple[int, str, int]]
+    nodes: dict[str, int]
+    edges: dict[str, int]
+    failures: list[dict[str, str]]
+    doc_builders: list[str] = field(default_factory=list)
+    llm_stats: dict[str, Any] = field(default_factory=dict)
+
+
+def read_struct(store: Path) -> Optional[dict[str, Any]]:
+    """The E2RAGIndex struct's fields from ``index_store.json`` (None if there is none)."""
+    path = store / "index_store.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for entry in (data.get("index_store/data") or {}).values():
+        if entry.get("__type__") in STRUCT_TYPES:
+            struct = entry.get("__data__")
+            return json.loads(struct) if isinstance(struct, str) else struct
+    return None
+
+
+def summarize(store: Path, chrono_label: str) -> Optional[StoreSummary]:
+    """The summary of a store in today's layout; None for one that needs a full load (0.1.0)."""
+    struct = read_struct(store)
+    graph_file = store / E2RAG_DIR / GRAPH_FILE
+    if struct is None or struct.get("graph_json") or not graph_file.is_file():
+        return None
+    graph = SQLiteGraphStore.open_existing(graph_file)
+    try:
+        counts = graph.counts()
+        chunks: dict[str, int] = {}
+        layer0 = 0
+        for chunk in graph.nodes(kind=_chunk_kind()):
+            if chunk.attrs.get("layer") == 0:
+                layer0 += 1
+            else:
+                chunks[chunk.doc_id] = chunks.get(chunk.doc_id, 0) + 1
+        nodes = dict(counts["nodes"])
+        if layer0:
+            nodes["chunk"] = nodes.get("chunk", 0) - layer0
+            nodes[chrono_label] = layer0
+        orders = graph.doc_orders()
+        documents = sorted((order, doc, chunks.get(doc, 0)) for doc, order in orders.items())
+        failures = graph.failures()
+    finally:
+        graph.close()
+    config = struct.get("config") or {}
+    return StoreSummary(
+        documents=documents,
+        nodes=nodes,
+        edges=counts["edges"],
+        failures=failures,
+        doc_builders=[BUILDER_CLASSES.get(n, n) for n in sorted(config.get("doc_builders") or {})],
+        llm_stats=struct.get("llm_stats") or {},
+    )
+
+
+def _chunk_kind() -> Any:
+    from llama_index_e2rag.schema import NodeKind
+
+    return NodeKind.CHUNK
