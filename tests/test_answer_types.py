@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_e2rag.answer.answer_types import (
+from llama_index_e2rag.ranking.answer_types import (
     AnswerType, answer_type, content_lemmas, offers, parse)
 from llama_index_e2rag.extract.grounded import load_spacy
 

@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.loaders import load_fairytaleqa
 from benchmarks.scoring import answer_token_recall
-from llama_index_e2rag.answer.answer_types import (
+from llama_index_e2rag.ranking.answer_types import (
     AnswerType, answer_type, content_lemmas, offers, parse)
 from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.extract.grounded import GroundedExtractor, load_spacy

@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 from llama_index_e2rag.errors import ForeignFolderError
-from llama_index_e2rag.persist.files import swap_folder
+from llama_index_e2rag.disk.files import swap_folder
 from llama_index_e2rag.persist.ownership import (
     has_marker,
     release,

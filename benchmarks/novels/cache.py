@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from benchmarks.loaders import Narrative
-from llama_index_e2rag.persist.files import atomic_write_text
+from llama_index_e2rag.disk.files import atomic_write_text
 
 _REPO = Path(__file__).resolve().parents[2]
 LIBRARY = _REPO / "llama_index_e2rag"
@@ -69,7 +69,7 @@ def build_settings() -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     from benchmarks.systems import EMBED_MODEL_NAME, doc_builders
-    from llama_index_e2rag.extract.grounded import SPACY_MODEL
+    from llama_index_e2rag.extract.spacy_model import SPACY_MODEL
     from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
     from llama_index_e2rag.persist.storage import STORE_VERSION
 

@@ -38,11 +38,11 @@ from llama_index.core.schema import (
 )
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
-from llama_index_e2rag.answer.answer_types import (
+from llama_index_e2rag.ranking.answer_types import (
     AnswerType, answer_type, content_lemmas, offers, parse)
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
-from llama_index_e2rag.extract.grounded import SPACY_MODEL, load_spacy
+from llama_index_e2rag.extract.spacy_model import SPACY_MODEL, load_spacy
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.llm.no_llm import NoLLM
 from llama_index_e2rag.schema import NodeKind

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import networkx as nx
 
 from llama_index_e2rag.errors import GraphStoreError
-from llama_index_e2rag.persist.files import atomic_replace
+from llama_index_e2rag.disk.files import atomic_replace
 from llama_index_e2rag.graph.base import Direction, DocRows, batch_links
 from llama_index_e2rag.schema import (
     SCHEMA_VERSION,

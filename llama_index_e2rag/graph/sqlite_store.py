@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from llama_index_e2rag.errors import StoreDamagedError
-from llama_index_e2rag.persist.files import atomic_replace
+from llama_index_e2rag.disk.files import atomic_replace
 from llama_index_e2rag.graph.sql_store import SQLGraphStore
 
 #: File name of the graph inside an e2rag store directory.

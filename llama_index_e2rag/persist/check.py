@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from llama_index_e2rag.persist.checksums import E2RAG_DIR, Checksums
+from llama_index_e2rag.disk.checksums import E2RAG_DIR, Checksums
 from llama_index_e2rag.errors import StoreDamagedError
 
 if TYPE_CHECKING:

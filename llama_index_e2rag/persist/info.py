@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from llama_index_e2rag.persist.checksums import E2RAG_DIR
+from llama_index_e2rag.disk.checksums import E2RAG_DIR
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 
 #: The index store's type keys of an E2RAGIndex (today's and 0.1.0's).

@@ -23,9 +23,9 @@ from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as 
 from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.simple import SimpleVectorStore, SimpleVectorStoreData
 
-from llama_index_e2rag.persist.checksums import E2RAG_DIR, file_sum
+from llama_index_e2rag.disk.checksums import E2RAG_DIR, file_sum
 from llama_index_e2rag.errors import E2RAGError, GraphStoreError
-from llama_index_e2rag.persist.files import atomic_write_text
+from llama_index_e2rag.disk.files import atomic_write_text
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.graph.sqlite_store import SQLiteGraphStore

@@ -20,7 +20,7 @@ from llama_index.core.storage.kvstore.simple_kvstore import SimpleKVStore
 from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from llama_index_e2rag.persist.checksums import Checksums
+from llama_index_e2rag.disk.checksums import Checksums
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.persist.ownership import claim
 

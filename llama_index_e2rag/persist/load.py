@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llama_index_e2rag.persist.checksums import E2RAG_DIR
+from llama_index_e2rag.disk.checksums import E2RAG_DIR
 from llama_index_e2rag.errors import E2RAGError, ForeignFolderError, StoreDamagedError
 from llama_index_e2rag.persist.check import check_files
 

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from llama_index_e2rag.persist.checksums import CHECKSUMS_FILE, E2RAG_DIR
+from llama_index_e2rag.disk.checksums import CHECKSUMS_FILE, E2RAG_DIR
 from llama_index_e2rag.errors import ForeignFolderError
 
 #: Written first into a folder that becomes ours (inside ``e2rag/``).

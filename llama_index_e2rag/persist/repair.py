@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from llama_index_e2rag.persist.checksums import E2RAG_DIR, Checksums
+from llama_index_e2rag.disk.checksums import E2RAG_DIR, Checksums
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.persist.check import StoreHealth, changed_documents, full_check
 
@@ -165,7 +165,7 @@ def _repair_vectors(
     if vectors.damaged or orphans or lacking:
         import tempfile
 
-        from llama_index_e2rag.persist.files import swap_folder
+        from llama_index_e2rag.disk.files import swap_folder
 
         target = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new.", dir=folder.parent))
         try:

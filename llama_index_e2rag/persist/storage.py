@@ -34,10 +34,10 @@ from llama_index.core.graph_stores.simple import SimpleGraphStore
 from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from llama_index_e2rag.persist.checksums import E2RAG_DIR, Checksums, file_sum
+from llama_index_e2rag.disk.checksums import E2RAG_DIR, Checksums, file_sum
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError, VectorStoreError
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.persist.files import swap_folder
+from llama_index_e2rag.disk.files import swap_folder
 from llama_index_e2rag.persist.llama_files import check_local, make_atomic, write_checked
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 from llama_index_e2rag.stores.lexical import LexicalIndex

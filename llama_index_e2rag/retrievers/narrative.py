@@ -40,7 +40,7 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.answer.answer_types import answer_type
+from llama_index_e2rag.ranking.answer_types import answer_type
 from llama_index_e2rag.retrievers.base import StoresRetriever
 from llama_index_e2rag.context.evidence import (
     ANCHOR_KEY,

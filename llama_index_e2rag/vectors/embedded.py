@@ -25,7 +25,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.persist.checksums import file_sum
+from llama_index_e2rag.disk.checksums import file_sum
 from llama_index_e2rag.errors import VectorStoreError
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord
 

@@ -52,6 +52,7 @@ from llama_index_e2rag.extract.sentence_graph.segments import (
     topic_entity,
     topic_node,
 )
+from llama_index_e2rag.extract.spacy_model import PARSE_LOCK, load_spacy
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode
 
@@ -380,8 +381,6 @@ class _SpacyOnDemand:
         self._nlp: Optional[Any] = None
 
     def _run(self, work: Callable[[Any], Any]) -> Any:
-        from llama_index_e2rag.extract.grounded import PARSE_LOCK, load_spacy
-
         if self._nlp is None:
             self._nlp = load_spacy()
         with PARSE_LOCK:

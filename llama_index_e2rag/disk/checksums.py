@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
-from llama_index_e2rag.persist.files import atomic_replace, atomic_write_text
+from llama_index_e2rag.disk.files import atomic_replace, atomic_write_text
 
 try:
     import fcntl

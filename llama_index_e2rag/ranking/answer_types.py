@@ -14,7 +14,7 @@ import re
 from enum import Enum
 from typing import Any, Iterable, Iterator
 
-from llama_index_e2rag.extract.grounded import PARSE_LOCK
+from llama_index_e2rag.extract.spacy_model import PARSE_LOCK
 
 
 class AnswerType(str, Enum):
@@ -44,7 +44,7 @@ _PLACE_ENTS = frozenset({"GPE", "LOC", "FAC"})
 _TIME_ENTS = frozenset({"DATE", "TIME"})
 #: Nouns that name people in narratives, so "the old woman said" offers a *who* answer although
 #: spaCy's small model knows no animacy.
-_PERSON_NOUNS = frozenset(
+PERSON_NOUNS = frozenset(
     """man woman men women boy girl child children lad lass maiden youth husband wife son
     daughter father mother brother sister king queen prince princess lord lady knight soldier
     servant master mistress farmer shepherd peasant fisherman hunter giant witch wizard fairy
@@ -57,7 +57,7 @@ _LOCATIVE_PREPS = frozenset(
     to toward towards""".split()
 )
 _PLACE_ADVERBS = frozenset("home abroad upstairs downstairs indoors outdoors ashore".split())
-_TEMPORAL_NOUNS = frozenset(
+TEMPORAL_NOUNS = frozenset(
     """morning evening night day week fortnight month year hour minute moment time dawn dusk
     noon midnight afternoon yesterday today tomorrow tonight christmas summer winter spring
     autumn season sunrise sunset""".split()
@@ -125,7 +125,7 @@ def _persons(doc: Any) -> Iterator[Any]:
             continue
         if (
             tok.ent_type_ in _PERSON_ENTS
-            or tok.lemma_.lower() in _PERSON_NOUNS
+            or tok.lemma_.lower() in PERSON_NOUNS
             or any(
                 child.dep_ == "relcl" and _starts_with_who(child)
                 for child in tok.children
@@ -155,7 +155,7 @@ def _places(doc: Any) -> Iterator[Any]:
             and tok.head.lower_ in _LOCATIVE_PREPS
             and tok.head.dep_ != "agent"
             and not _is_time(tok)
-            and tok.lemma_.lower() not in _PERSON_NOUNS
+            and tok.lemma_.lower() not in PERSON_NOUNS
             and (
                 any(c.dep_ in ("det", "poss") for c in tok.children)
                 or (tok.pos_ == "PROPN" and tok.ent_type_ not in _PERSON_ENTS)
@@ -165,7 +165,7 @@ def _places(doc: Any) -> Iterator[Any]:
 
 
 def _is_time(tok: Any) -> bool:
-    return tok.ent_type_ in _TIME_ENTS or tok.lemma_.lower() in _TEMPORAL_NOUNS
+    return tok.ent_type_ in _TIME_ENTS or tok.lemma_.lower() in TEMPORAL_NOUNS
 
 
 def _times(doc: Any) -> Iterator[Any]:
