@@ -4,8 +4,8 @@ Loading a store (checks, vectors, the BM25 index, the parser) costs seconds that
 ``e2rag query`` pays every time; a process keeping the index answers in the time of the query
 alone. The app is FastAPI's, so ``/docs`` is its OpenAPI page. Endpoints are plain functions,
 which FastAPI runs in its thread pool: concurrent requests are concurrent readers of the index,
-which its stores allow (``locks.py``). Answers are the same data ``e2rag query`` prints
-(``cli_query``), and errors carry the same one-line, command-line advice. Nothing is built at
+which its stores allow (``stores.locks``). Answers are the same data ``e2rag query`` prints
+(``app.query``), and errors carry the same one-line, command-line advice. Nothing is built at
 import: ``create_app`` makes the app around an index the caller loaded.
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, Field
 
-from llama_index_e2rag.cli.query import QueryOptions, run_query, run_retrieve
+from llama_index_e2rag.app.query import QueryOptions, run_query, run_retrieve
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.modes import HYDE_VARIANTS, RETRIEVER_MODES
 

@@ -1,6 +1,6 @@
 """Facts the ``e2rag`` command line needs to turn any exception into one line on stderr.
 
-``cli.main`` decides the message; this module finds what the message names: whether an exception
+``cli.reasons`` decides the message; this module finds what the message names: whether an exception
 chain is really a Ctrl-C, whether stdout is a closed pipe, which file of a store is damaged, which
 extra a missing module comes from, and where the full traceback of an unexpected error was saved.
 Nothing here raises: a helper that cannot find out answers "unknown" (``None`` / ``False``).
@@ -198,15 +198,12 @@ def silence_stdout() -> None:
         pass
 
 
-def raised_in(exc: BaseException, filename: str) -> bool:
-    """True when the innermost frame of ``exc``'s traceback is in ``filename``."""
-    frames = list(traceback.walk_tb(exc.__traceback__))
-    return bool(frames) and frames[-1][0].f_code.co_filename == filename
-
-
-def passed_through(exc: BaseException, code: object) -> bool:
-    """True when ``exc`` was raised while the function with code object ``code`` ran."""
-    return any(frame.f_code is code for frame, _ in traceback.walk_tb(exc.__traceback__))
+def say(line: str) -> None:
+    """Print one line on stderr; a closed stderr cannot turn it into a traceback."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except Exception:
+        pass
 
 
 def missing_extra(exc: ImportError) -> Optional[str]:

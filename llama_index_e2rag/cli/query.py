@@ -1,172 +1,76 @@
-"""A query's answer as plain data, so ``e2rag query`` prints the same lines whether it asked a
-store itself or an ``e2rag serve`` process (``server.py``) answered over HTTP.
+"""``e2rag query``: answer a question from a store, or from a running ``e2rag serve``.
 
-Also the one place where a query's library errors become command-line advice: a mode the store
-was not built for names the ``e2rag index`` flag that adds it, ``--hyde`` without an LLM names
-how to configure one from a shell.
+Both ways give the same data (``app.query``), printed here: the answer, then each piece of
+evidence with its place in the story.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, TextIO
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, TextIO
 
-from llama_index_e2rag.errors import E2RAGError, MissingModelError
-from llama_index_e2rag.modes import (
-    DEFAULT_MODE,
-    HYDE_VARIANTS,
-    LAYER_OF_MODE,
-    RETRIEVER_MODES,
-    layer_missing_cli,
-)
-
-if TYPE_CHECKING:
-    from llama_index.core.base.base_query_engine import BaseQueryEngine
-    from llama_index.core.schema import NodeWithScore
-
-    from llama_index_e2rag.index import E2RAGIndex
-    from llama_index_e2rag.context.story_position import StoryPositions
+from llama_index_e2rag.app.query import QueryOptions, run_query
+from llama_index_e2rag.cli.store import load_store
+from llama_index_e2rag.modes import DEFAULT_MODE, HYDE_VARIANTS, RETRIEVER_MODES
 
 #: Characters of a result's text printed after its position.
 SNIPPET_CHARS = 200
-#: How to give the CLI an LLM (it reads no Python ``Settings``).
-LLM_ADVICE = (
-    'set OPENAI_API_KEY (and pip install "llama-index-e2rag[openai]") so that e2rag uses '
-    "gpt-4o-mini"
-)
 
 
-@dataclass(frozen=True)
-class QueryOptions:
-    """What ``e2rag query`` (and ``POST /query``) may ask: checked once, for both."""
-
-    question: str
-    mode: Optional[str] = None
-    hyde: Optional[str] = None
-    top_k: Optional[int] = None
-    budget_words: Optional[int] = None
-
-    def checked(self) -> "QueryOptions":
-        """These options, or ``ValueError`` with one line saying what to change."""
-        if not self.question.strip():
-            raise ValueError("the question is empty; ask something, e.g. e2rag query \"Who is X?\"")
-        if self.mode is not None and self.mode not in RETRIEVER_MODES:
-            modes = ", ".join(RETRIEVER_MODES)
-            raise ValueError(f"unknown mode {self.mode!r}; choose one of {modes}")
-        if self.hyde is not None and self.hyde not in HYDE_VARIANTS:
-            variants = ", ".join(HYDE_VARIANTS)
-            raise ValueError(f"unknown hyde {self.hyde!r}; choose one of {variants}")
-        if self.hyde is not None and self.mode not in (None, "entity_event"):
-            raise ValueError(f"--hyde works with --mode entity_event, not --mode {self.mode}")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError("--top-k must be at least 1")
-        if self.budget_words is not None and self.budget_words < 1:
-            raise ValueError("--budget-words must be at least 1")
-        return self
-
-    @property
-    def resolved_mode(self) -> str:
-        return self.mode or ("entity_event" if self.hyde else DEFAULT_MODE)
-
-    def retriever_kwargs(self) -> dict[str, int]:
-        options = {"similarity_top_k": self.top_k, "budget_words": self.budget_words}
-        return {k: v for k, v in options.items() if v is not None}
-
-
-def query_engine(index: "E2RAGIndex", store: object, options: QueryOptions) -> "BaseQueryEngine":
-    """``index.as_query_engine`` for ``options``; what the store or the set-up lacks is said
-    in command-line terms."""
-    mode = options.resolved_mode
-    try:
-        return index.as_query_engine(mode=mode, hyde=options.hyde, **options.retriever_kwargs())
-    except E2RAGError as exc:
-        raise E2RAGError(cli_advice(exc, mode, options.hyde, store)) from exc
+def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    query = commands.add_parser("query", help="answer a question from a store")
+    query.add_argument("question")
+    source = query.add_mutually_exclusive_group(required=True)
+    source.add_argument("--store", type=Path, help="the store folder to load and ask")
+    source.add_argument(
+        "--server",
+        default=None,
+        help="ask a running e2rag serve instead, e.g. http://127.0.0.1:8765 (no load per query)",
+    )
+    query.add_argument(
+        "--mode",
+        choices=RETRIEVER_MODES,
+        default=None,
+        help=f"retrieval mode (default {DEFAULT_MODE}; entity_event with --hyde); chrono, "
+        "sentence_graph and event_graph need a store indexed with --chrono / --sentence-graph "
+        "/ --event-graph",
+    )
+    query.add_argument(
+        "--hyde", choices=HYDE_VARIANTS, default=None, help="entity_event only (implies it)"
+    )
+    query.add_argument(
+        "--top-k", type=int, default=None, help="results retrieved (default: the mode's own)"
+    )
+    query.add_argument(
+        "--budget-words", type=int, default=None, help="fill this many words of evidence instead"
+    )
+    query.add_argument(
+        "--explain",
+        action="store_true",
+        help="print which signals brought each result (sentence_graph: its hop, the edge that "
+        "reached it, the anchor refinement) and, for an after/before/during question, its "
+        "anchor: the passage, the confidence, whether it was used and the region",
+    )
+    query.add_argument("--quiet", action="store_true", help="no progress bars")
+    query.set_defaults(func=run)
 
 
-def cli_advice(exc: BaseException, mode: str, hyde: Optional[str], store: object) -> str:
-    """The one-line reason of a query failure, with the command that fixes it."""
-    from llama_index_e2rag.retrievers.chrono import ChronoLayerMissingError
-    from llama_index_e2rag.retrievers.event_graph import EventGraphMissingError
-    from llama_index_e2rag.retrievers.sentence_graph import SentenceGraphMissingError
+def run(args: argparse.Namespace) -> int:
+    """The answer and its evidence on stdout."""
+    options = QueryOptions(
+        args.question, args.mode, args.hyde, args.top_k, args.budget_words
+    ).checked()
+    if args.server is not None:
+        from llama_index_e2rag.cli.serve import ask_server  # deferred: httpx, only for --server
 
-    missing = (ChronoLayerMissingError, SentenceGraphMissingError, EventGraphMissingError)
-    if isinstance(exc, missing) and mode in LAYER_OF_MODE:
-        return layer_missing_cli(mode, store, f"--mode {mode}")
-    if isinstance(exc, MissingModelError) and hyde is not None:
-        return (f"--hyde {hyde} drafts a hypothetical answer with an LLM and none is "
-                f"configured: {LLM_ADVICE}; or query without --hyde")
-    if isinstance(exc, MissingModelError):
-        return f"--mode {mode} needs an LLM here and none is configured: {LLM_ADVICE}"
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def run_query(index: "E2RAGIndex", store: object, options: QueryOptions) -> dict[str, Any]:
-    """Answer ``options.question`` from ``index``: ``{"answer", "mode", "sources"}``."""
-    engine = query_engine(index, store, options)
-    from llama_index_e2rag.context.story_position import StoryPositions
-
-    response = engine.query(options.question)
-    positions = StoryPositions(index.graph_store)
-    return {
-        "answer": str(response).strip(),
-        "mode": options.resolved_mode,
-        "sources": [
-            source_dict(s, rank, positions) for rank, s in enumerate(response.source_nodes, 1)
-        ],
-    }
-
-
-def run_retrieve(index: "E2RAGIndex", store: object, options: QueryOptions) -> dict[str, Any]:
-    """The evidence of ``options.question`` without an answer: ``{"mode", "sources"}``."""
-    mode = options.resolved_mode
-    kwargs: dict[str, Any] = dict(options.retriever_kwargs())
-    if options.hyde is not None:
-        kwargs["hyde"] = options.hyde
-    try:
-        retriever = index.as_retriever(mode=mode, **kwargs)
-    except E2RAGError as exc:
-        raise E2RAGError(cli_advice(exc, mode, options.hyde, store)) from exc
-    from llama_index_e2rag.context.story_position import StoryPositions
-
-    nodes = retriever.retrieve(options.question)
-    positions = StoryPositions(index.graph_store)
-    return {
-        "mode": mode,
-        "sources": [source_dict(s, rank, positions) for rank, s in enumerate(nodes, 1)],
-    }
-
-
-def source_dict(
-    source: "NodeWithScore", rank: int, positions: "StoryPositions"
-) -> dict[str, Any]:
-    """One result as JSON values: its document, story position (in words, as the extractive
-    answer says it, and as numbers), score, text, what brought it (``explain``) and its
-    metadata."""
-    from llama_index_e2rag.context.evidence import POS_KEY
-    from llama_index_e2rag.context.story_position import source_name
-
-    meta = source.node.metadata
-    pos = meta.get(POS_KEY)
-    doc_id = meta.get("doc_id", source.node.ref_doc_id)
-    offset = int(pos[1]) if pos else None
-    name = source_name(meta, doc_id, int(pos[0]) if pos else None)
-    chapter, percent = positions.place(doc_id, offset)
-    return {
-        "rank": rank,
-        "doc_id": doc_id,
-        "file_name": meta.get("file_name"),
-        "position": list(pos) if pos else None,
-        "char_offset": offset,
-        "chapter": chapter,
-        "percent": percent,
-        "where": positions.describe(doc_id, offset, name) if pos else f"{name} · position unknown",
-        "score": source.score,
-        "text": source.node.get_content(),
-        "relation_path": meta.get("relation_path"),
-        "explain": explain(meta),
-        "metadata": json.loads(json.dumps(meta, default=str)),
-    }
+        result = ask_server(args.server, options)
+    else:
+        index = load_store(args.store, progress=not args.quiet)
+        result = run_query(index, args.store, options)
+    print_result(result, args.explain, sys.stdout)
+    return 0
 
 
 def print_result(result: dict[str, Any], explained: bool, out: TextIO) -> None:
@@ -178,7 +82,7 @@ def print_result(result: dict[str, Any], explained: bool, out: TextIO) -> None:
     anchor = next((s["metadata"]["anchor"] for s in result["sources"]
                    if isinstance(s.get("metadata", {}).get("anchor"), dict)), None)
     if explained and anchor is not None:
-        from llama_index_e2rag.ranking.anchor import describe
+        from llama_index_e2rag.ranking.anchor import describe  # deferred: numpy and spaCy, ~3 s
 
         print(describe(anchor), file=out)
     for source in result["sources"]:
@@ -189,44 +93,3 @@ def print_result(result: dict[str, Any], explained: bool, out: TextIO) -> None:
             print(f"    path: {source['relation_path']}", file=out)
         if explained:
             print(f"    {source['explain']}", file=out)
-
-
-#: Keys of ``metadata["signals"]`` that record how a score was calibrated, not what brought it.
-_NOT_CONTRIBUTIONS = frozenset({"raw_score", "story_match", "rank"})
-
-
-def explain(metadata: dict) -> str:
-    """One line saying what brought a result: the narrative mode's signal contributions, or
-    the evidence another mode records."""
-    recorded = metadata.get("signals") or {}
-    signals = {k: v for k, v in recorded.items() if k not in _NOT_CONTRIBUTIONS}
-    if signals:
-        parts = [
-            f"{name} {value:+.3f}" for name, value in signals.items() if name != "continuation"
-        ]
-        line = "signals: " + (", ".join(parts) or "none")
-        if "raw_score" in recorded:
-            line += f" (raw score {recorded['raw_score']:.3f})"
-        if "continuation" in signals:
-            line += f"; continues a hit scored {signals['continuation']:.3f}"
-        return line
-    if "relation_path" in metadata:
-        hop, via = metadata["hop"], metadata["via"]
-        reached = {"anchor": "an anchor", "fill": "a match on no path"}.get(
-            via, f"hop {hop} along a {via} edge"
-        )
-        return (f"sentence graph: {metadata['sentence_role']} sentence, {reached}, similarity "
-                f"{metadata['similarity']:.3f}, refinement {metadata['refinement']}")
-    if "evidence_role" in metadata:
-        how = metadata.get("decomposition", {}).get("how", "")
-        match = f", {metadata['match']} match" if "match" in metadata else ""
-        return f"event graph: {metadata['label']} ({metadata['evidence_role']}{match}), query " \
-               f"decomposed by {how}"
-    seeds = metadata.get("seed_scores")
-    if seeds:
-        best = max(seeds.values())
-        return f"seeds: {len(seeds)} mention/event seed(s) in this chunk, best {best:.3f}"
-    if "query_hits" in metadata:
-        return (f"graph: {metadata['query_hits']} query node(s) matched, "
-                f"{metadata.get('ret_count', 0)} graph node(s) grounded here")
-    return "similarity only (this mode records no other signals)"

@@ -4,23 +4,47 @@
 
 from __future__ import annotations
 
+import argparse
 import socket
 from pathlib import Path
 from typing import Any
 
-from llama_index_e2rag.cli.query import QueryOptions
+from llama_index_e2rag.app.query import QueryOptions
+from llama_index_e2rag.cli.store import load_store
 from llama_index_e2rag.errors import E2RAGError
 
+#: ``e2rag serve``'s port unless ``--port`` is given.
+DEFAULT_PORT = 8765
 #: Seconds ``e2rag query --server`` waits for an answer (an LLM answer may take a while).
 ASK_TIMEOUT = 300.0
 
 
+def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    parser = commands.add_parser(
+        "serve", help="keep a store loaded and answer queries over HTTP (OpenAPI page at /docs)"
+    )
+    parser.add_argument("--store", required=True, type=Path, help="the store folder to serve")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0 picks a free one"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, no request log")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return serve(args.store, args.host, args.port, quiet=args.quiet)
+
+
 def serve(store: Path, host: str, port: int, quiet: bool = False) -> int:
     """Load ``store`` once, then answer HTTP requests on ``host:port`` until Ctrl-C."""
-    import uvicorn
+    import uvicorn  # deferred: the [serve] extra, only for this command
 
-    from llama_index_e2rag.cli.store import load_store
-    from llama_index_e2rag.app.server import create_app
+    from llama_index_e2rag.app.server import create_app  # deferred: pydantic, FastAPI
 
     sock = _listen(host, port)
     try:
@@ -56,8 +80,8 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def ask_server(url: str, options: QueryOptions) -> dict[str, Any]:
-    """``POST url/query``: the answer and sources as ``cli_query.run_query`` returns them."""
-    import httpx
+    """``POST url/query``: the answer and sources as ``app.query.run_query`` returns them."""
+    import httpx  # deferred: only for --server
 
     payload = {
         "query": options.question,

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from pathlib import Path
+
+from llama_index_e2rag.app.query import query_advice
 from llama_index_e2rag.cli.store import has_store, load_store
-from llama_index_e2rag.errors import E2RAGError
+from llama_index_e2rag.errors import E2RAGError, StoreDamagedError
+from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_MODES
 
 if TYPE_CHECKING:
     from llama_index_e2rag.graph.base import GraphStore
@@ -20,7 +24,29 @@ CHRONO_CHUNK_LABEL = "chunk (chrono layer 0)"
 SENTGRAPH_LABEL = "sentence (sentence graph {role})"
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    show = commands.add_parser("show", help="what a store holds")
+    show.add_argument("--store", required=True, type=Path)
+    show.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        help="write a self-contained HTML page of the story here instead (open it in a browser)",
+    )
+    show.add_argument(
+        "--query", default=None, help="with --html: this query's evidence and its subgraph"
+    )
+    show.add_argument("--entity", default=None, help="with --html: this character's timeline")
+    show.add_argument(
+        "--mode",
+        choices=RETRIEVER_MODES,
+        default=None,
+        help=f"with --query: the retrieval mode (default {DEFAULT_MODE})",
+    )
+    show.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
     """``e2rag show``: the store's health, documents, node and edge counts, builders, LLM
     spending and extraction failures; with ``--html``, the story page instead."""
     from llama_index_e2rag.persist.check import full_check
@@ -48,7 +74,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         more = f" (and {len(health.problems) - 1} more)" if len(health.problems) > 1 else ""
         first = health.problems[0]
         fix = "" if "e2rag repair" in first else f"; run: e2rag repair --store {args.store}"
-        raise E2RAGError(f"{first}{more}{fix}")
+        raise StoreDamagedError(f"{first}{more}{fix}")
     summary = summarize(args.store, CHRONO_CHUNK_LABEL) if has_store(args.store) else None
     if summary is None:  # no store (load_store says so) or a 0.1.0 store: load it
         summary = _loaded_summary(load_store(args.store))
@@ -87,8 +113,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 def write_story_page(args: argparse.Namespace) -> int:
     """``e2rag show --html FILE``: the story page (``E2RAGIndex.visualize``), written whole;
     checked before the store is loaded so a typo costs no load."""
-    from llama_index_e2rag.cli.query import cli_advice
-    from llama_index_e2rag.modes import DEFAULT_MODE
     from llama_index_e2rag.visualize import write_page
 
     if args.query is not None and not args.query.strip():
@@ -105,7 +129,7 @@ def write_story_page(args: argparse.Namespace) -> int:
     try:
         page = index.visualize(args.query, entity=args.entity, mode=mode)
     except E2RAGError as exc:
-        raise E2RAGError(cli_advice(exc, mode, None, args.store)) from exc
+        raise E2RAGError(query_advice(exc, mode, None, args.store)) from exc
     write_page(target, page)
     print(f"wrote {target} ({len(page.encode('utf-8')) // 1024 + 1} KB); open it in a browser")
     return 0

@@ -52,7 +52,7 @@ def approx_token_count(text: str) -> float:
     """Offline token estimate: whitespace words × 1.3 (within ~10% of cl100k on English prose).
 
     The default because it is fast and deterministic; for exact cl100k counts pass
-    ``token_counter=llama_index_e2rag.llm.runner.count_tokens`` (llama-index ships that vocabulary).
+    ``token_counter=llama_index_e2rag.llm.usage.count_tokens`` (llama-index ships that vocabulary).
     """
     return round(1.3 * len(text.split()), 6)
 

@@ -1,4 +1,5 @@
-"""The one door to LLMs: structured output, retries, JSON repair, a persistent cache, accounting.
+"""The one door to LLMs: structured output, retries, JSON repair, a persistent cache, accounting
+(the counters and token counts themselves are in ``llm.usage``).
 
 Every LLM call of the library goes through ``LLMRunner`` so that one place decides how structured
 output is obtained (function calling where the model has it, else JSON parsed from text with one
@@ -14,9 +15,7 @@ import contextlib
 import functools
 import logging
 import os
-import re
 import threading
-from dataclasses import dataclass, field, fields
 from typing import Any, AsyncIterator, Callable, Coroutine, Optional, Type, TypeVar, Union
 
 from llama_index.core import Settings
@@ -34,8 +33,10 @@ from llama_index_e2rag.llm.parsing import (
     parse_json_output,
     parse_with_repair,
 )
+from llama_index_e2rag.llm.usage import LLMStats, count_tokens, usage_of
 
-#: Re-exported: the cache and the parser lived here before they got modules of their own.
+#: Re-exported: the cache, the parser and the accounting lived here before they got modules of
+#: their own.
 __all__ = [
     "CACHE_VERSION",
     "DEFAULT_LLM_TIMEOUT",
@@ -116,86 +117,6 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     if error is not None:
         raise error
     return result  # type: ignore[return-value]
-
-
-# -- accounting -------------------------------------------------------------------------------
-
-
-@dataclass
-class LLMStats:
-    """What the runner spent: requests sent, answers reused, failures, tokens.
-
-    ``calls`` counts every request sent to the LLM (retried attempts and JSON repairs included);
-    ``failures`` counts runner calls that ended in an error after retries and repair;
-    ``timeouts`` counts requests given up at the runner's ``timeout`` (each is then retried like
-    any failed request, so one timed-out call may count several).
-    """
-
-    calls: int = 0
-    cache_hits: int = 0
-    failures: int = 0
-    timeouts: int = 0
-    retries: int = 0
-    repairs: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls_by_kind: dict[str, int] = field(default_factory=dict)
-    _lock: threading.Lock = field(
-        default_factory=threading.Lock, init=False, repr=False, compare=False
-    )
-
-    def add(self, kind: Optional[str] = None, **deltas: int) -> None:
-        """Thread-safe increments (sync wrappers may run in worker threads)."""
-        with self._lock:
-            for name, delta in deltas.items():
-                setattr(self, name, getattr(self, name) + delta)
-            if kind is not None and deltas.get("calls"):
-                self.calls_by_kind[kind] = self.calls_by_kind.get(kind, 0) + deltas["calls"]
-
-    def as_dict(self) -> dict[str, Any]:
-        with self._lock:
-            data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_lock"}
-            data["calls_by_kind"] = dict(self.calls_by_kind)
-        return data
-
-
-_WORD_PIECES = re.compile(r"\w{1,4}|[^\w\s]")
-
-
-def count_tokens(text: str) -> int:
-    """cl100k_base token count, offline.
-
-    llama-index-core ships the cl100k_base vocabulary in its package data and its
-    ``get_tokenizer()`` loads it from there (no download). If that ever fails, a word-piece
-    estimate (runs of up to four word characters, each punctuation mark) stands in; it is within
-    ~20% of cl100k on English prose.
-    """
-    try:
-        from llama_index.core.utils import get_tokenizer
-
-        return len(get_tokenizer()(text))
-    except Exception:  # noqa: BLE001 - any tokenizer trouble falls back to the estimate
-        return len(_WORD_PIECES.findall(text))
-
-
-def _usage_of(response: Any) -> tuple[Optional[int], Optional[int]]:
-    """(prompt, completion) tokens the provider reported, if it did."""
-    extra = getattr(response, "additional_kwargs", None) or {}
-    usage: Any = extra if "prompt_tokens" in extra or "input_tokens" in extra else None
-    if usage is None:
-        raw = getattr(response, "raw", None)
-        usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
-    if usage is None:
-        return None, None
-
-    def read(*names: str) -> Optional[int]:
-        for name in names:
-            value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
-            if isinstance(value, int):
-                return value
-        return None
-
-    return read("prompt_tokens", "input_tokens"), read("completion_tokens", "output_tokens")
 
 
 # -- the runner -------------------------------------------------------------------------------
@@ -407,7 +328,7 @@ class LLMRunner:
         call = functools.partial(self.llm.complete if blocking else self.llm.acomplete, text)
         response = await self._with_retries(call, kind, blocking)
         answer = response.text or ""
-        prompt_tokens, completion_tokens = _usage_of(response)
+        prompt_tokens, completion_tokens = usage_of(response)
         self.stats.add(
             prompt_tokens=count_tokens(text) if prompt_tokens is None else prompt_tokens,
             completion_tokens=(

@@ -24,7 +24,7 @@ from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.simple import SimpleVectorStore, SimpleVectorStoreData
 
 from llama_index_e2rag.disk.checksums import E2RAG_DIR, file_sum
-from llama_index_e2rag.errors import E2RAGError, GraphStoreError
+from llama_index_e2rag.errors import CorruptGraphError, E2RAGError
 from llama_index_e2rag.disk.files import atomic_write_text
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
@@ -147,7 +147,7 @@ def legacy_stores(
             json.loads(struct.graph_json), source="the e2rag graph in the index store"
         )
     except json.JSONDecodeError as exc:
-        raise GraphStoreError(f"the e2rag graph in the index store is corrupt: {exc}") from exc
+        raise CorruptGraphError(f"the e2rag graph in the index store is corrupt: {exc}") from exc
     graph = graph_store if graph_store is not None else SQLiteGraphStore()
     copy_graph(old, graph, dict(struct.doc_order), list(struct.failures))
     vectors = EmbeddedVectors()
