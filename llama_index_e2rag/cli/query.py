@@ -143,7 +143,7 @@ def source_dict(
     """One result as JSON values: its document, story position (in words, as the extractive
     answer says it, and as numbers), score, text, what brought it (``explain``) and its
     metadata."""
-    from llama_index_e2rag.context.evidence import POS_KEY
+    from llama_index_e2rag.context.keys import POS_KEY
     from llama_index_e2rag.context.story_position import source_name
 
     meta = source.node.metadata

@@ -21,7 +21,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryType
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.context.evidence import SIGNALS_KEY
+from llama_index_e2rag.context.keys import RAW_SCORE_KEY, SIGNALS_KEY
 from llama_index_e2rag.retrievers.filters import (
     DocScope,
     check_filters,
@@ -31,9 +31,6 @@ from llama_index_e2rag.retrievers.filters import (
 )
 from llama_index_e2rag.ranking.scores import cosine_score
 from llama_index_e2rag.stores.port import Stores
-
-#: Key of ``metadata["signals"]`` holding the mode's own score before calibration.
-RAW_SCORE_KEY = "raw_score"
 
 
 class StoresRetriever(BaseRetriever):

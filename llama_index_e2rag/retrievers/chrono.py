@@ -26,7 +26,8 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.retrievers.filters import asearch, search
 from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context.evidence import POS_KEY, POSITION_KEY, ContextOrder, format_position
+from llama_index_e2rag.context.keys import POS_KEY, POSITION_KEY, bookkeeping_keys
+from llama_index_e2rag.context.evidence import ContextOrder, format_position
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.extract.chrono import TOKEN_EPSILON, TokenCounter, approx_token_count
 from llama_index_e2rag.graph.base import GraphStore
@@ -46,9 +47,6 @@ _STOP = frozenset(
     "his her their them him i you we this that these those what who whom how when where why did "
     "do does not no but so then there had has have into out up down".split()
 )
-#: Metadata users and tools need but an embedding or an LLM should not see.
-_HIDDEN_KEYS = (POS_KEY, "layer", "doc_id", "narrative_index", "chrono_index", "key",
-                "fact_ids", "child_ids", "parent_id", "truncated")
 
 
 class ChronoLayerMissingError(E2RAGError, ValueError):
@@ -355,7 +353,7 @@ def _chunk_passage(chunk: GraphNode, key: GraphNode, score: float) -> _Passage:
 def _to_node(passage: _Passage) -> NodeWithScore:
     relationships = dict(passage.relationships)
     relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=passage.doc_id)
-    hidden = [k for k in _HIDDEN_KEYS if k in passage.metadata]
+    hidden = bookkeeping_keys(passage.metadata)  # every key of a passage is ours
     node = TextNode(
         id_=passage.id,
         text=passage.text,

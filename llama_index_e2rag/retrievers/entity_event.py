@@ -58,14 +58,8 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.retrievers.filters import DocScope, asearch, search
 from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context.evidence import (
-    ANCHOR_KEY,
-    EVIDENCE_KEY,
-    SIGNALS_KEY,
-    ContextBundle,
-    bundle_from_retrieved,
-    render_evidence,
-)
+from llama_index_e2rag.context.keys import ANCHOR_KEY, EVIDENCE_KEY, SIGNALS_KEY
+from llama_index_e2rag.context.evidence import ContextBundle, bundle_from_retrieved, render_evidence
 from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError, MissingModelError
 from llama_index_e2rag.modes import HYDE_VARIANTS
 from llama_index_e2rag.graph.base import GraphStore

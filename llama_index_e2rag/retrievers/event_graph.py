@@ -30,7 +30,14 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from llama_index_e2rag.context.evidence import EVIDENCE_KEY, POS_KEY, POSITION_KEY, format_position
+from llama_index_e2rag.context.keys import (
+    EVIDENCE_KEY,
+    EVIDENCE_RANK_KEY,
+    POS_KEY,
+    POSITION_KEY,
+    bookkeeping_keys,
+)
+from llama_index_e2rag.context.evidence import format_position
 from llama_index_e2rag.errors import E2RAGError, LLMOutputError, LLMTimeoutError, MissingModelError
 from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.extract.event_graph.prompts import (
@@ -68,8 +75,6 @@ DecomposeMode = Literal["auto", "llm", "parse"]
 #: How a decomposition was made: the LLM's; the query's parse; the LLM's draft with the parse
 #: (its JSON was unreadable); the parse after the LLM call failed.
 DecomposedBy = Literal["llm", "parse", "llm_draft+parse", "parse_after_llm_error"]
-#: Metadata the LLM reads; every other key of ours is bookkeeping, hidden from LLM and embedding.
-_SHOWN = ("label", "evidence_role", POSITION_KEY)
 #: Words of an entity's description shown under a path.
 SHORT_DESCRIPTION_WORDS = 25
 logger = logging.getLogger(__name__)
@@ -339,7 +344,7 @@ class EventGraphRetriever(StoresRetriever):
             key=lambda n: n.node.node_id,
         )
         for rank, item in enumerate(ranked):
-            item.node.metadata["rank"] = rank
+            item.node.metadata[EVIDENCE_RANK_KEY] = rank
         nodes = within_budget(ranked, self.budget_words)
         nodes.sort(key=lambda n: (tuple(n.node.metadata[POS_KEY]), n.node.node_id))
         return nodes
@@ -395,13 +400,12 @@ class _Items:
     def chunk(self, i: int, chunk: _Chunk) -> NodeWithScore:
         ours = self._common("chunk", f"C_{i + 1}", NodeKind.CHUNK.value, [chunk.node.node_id])
         item = chunk_result(chunk.node, chunk.graph_node, chunk.score, ours)
-        hidden = [k for k in ours if k not in _SHOWN]
-        node = item.node
+        node = item.node  # the LLM reads its label and role, the embedding none of ours
         node.excluded_llm_metadata_keys = list(
-            dict.fromkeys([*node.excluded_llm_metadata_keys, *hidden, "rank"])
+            dict.fromkeys([*node.excluded_llm_metadata_keys, EVIDENCE_RANK_KEY])
         )
         node.excluded_embed_metadata_keys = list(
-            dict.fromkeys([*node.excluded_embed_metadata_keys, *hidden, "rank", *_SHOWN])
+            dict.fromkeys([*node.excluded_embed_metadata_keys, *ours, EVIDENCE_RANK_KEY])
         )
         return item
 
@@ -450,13 +454,13 @@ class _Items:
             "similarity": score,
         })
         metadata = {**self._sources.get(anchor.chunk_id or "", {}), **ours}
-        hidden = [k for k in ours if k not in _SHOWN] + ["rank"]
+        hidden = [*bookkeeping_keys(ours), EVIDENCE_RANK_KEY]
         text_node = TextNode(
             id_=node_id,
             text=text,
             metadata=metadata,
             relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=anchor.doc_id)},
             excluded_llm_metadata_keys=hidden,
-            excluded_embed_metadata_keys=hidden + list(_SHOWN),
+            excluded_embed_metadata_keys=[*ours, EVIDENCE_RANK_KEY],  # none of ours
         )
         return NodeWithScore(node=text_node, score=score)

@@ -33,7 +33,8 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context.evidence import POS_KEY, POSITION_KEY, ContextOrder, format_position
+from llama_index_e2rag.context.keys import POS_KEY, POSITION_KEY, bookkeeping_keys
+from llama_index_e2rag.context.evidence import ContextOrder, format_position
 from llama_index_e2rag.stores.node_embeddings import (
     CANDIDATE_KINDS,
     EMBEDDING_VARIANTS,
@@ -53,20 +54,6 @@ Order = Literal["relevance", "story"]
 #: With a budget, K grows to one graph node per this many words of budget (a node's sentences
 #: overlap other nodes', so this over-reaches on purpose and the budget cuts the rest).
 BUDGET_WORDS_PER_NODE = 20
-
-#: Metadata that describes retrieval, not the text: kept out of embedding and LLM views.
-_BOOKKEEPING_KEYS = (
-    "kind",
-    POS_KEY,
-    "doc_id",
-    "chunk_id",
-    "span",
-    "graph_nodes",
-    "ret_count",
-    "query_hits",
-    "query_similarity",
-)
-
 
 @dataclass
 class _Hit:
@@ -369,9 +356,7 @@ def _node_text(node: GraphNode) -> str:
 
 
 def _text_node(graph_node: GraphNode, cand: _Candidate, source_meta: dict[str, Any]) -> TextNode:
-    metadata = dict(source_meta)
-    metadata.update(
-        {
+    ours = {
             "kind": graph_node.kind.value,
             POSITION_KEY: format_position(graph_node.pos),
             POS_KEY: list(graph_node.pos),
@@ -382,9 +367,9 @@ def _text_node(graph_node: GraphNode, cand: _Candidate, source_meta: dict[str, A
             "ret_count": len(cand.hit.units),
             "query_hits": len(cand.hit.by_query),
             "query_similarity": round(cand.text_sim, 6),
-        }
-    )
-    hidden = list(_BOOKKEEPING_KEYS)
+    }
+    metadata = {**source_meta, **ours}
+    hidden = bookkeeping_keys(ours)
     return TextNode(
         id_=graph_node.id,
         text=graph_node.text,

@@ -42,15 +42,20 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.ranking.answer_types import answer_type
 from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context.evidence import (
+from llama_index_e2rag.context.keys import (
     ANCHOR_KEY,
+    CONTINUATION_KEY,
+    CONTINUES_KEY,
     EVIDENCE_KEY,
     POS_KEY,
     POSITION_KEY,
+    RANK_KEY,
     SIGNALS_KEY,
-    ContextOrder,
-    format_position,
+    STORY_MATCH_KEY,
+    TRIMMED_KEY,
+    bookkeeping_keys,
 )
+from llama_index_e2rag.context.evidence import ContextOrder, format_position
 from llama_index_e2rag.errors import E2RAGError, MissingModelError
 from llama_index_e2rag.extract.grounded import GroundedExtractor
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
@@ -70,23 +75,11 @@ from llama_index_e2rag.ranking.narrative import (
 from llama_index_e2rag.ranking.anchor import Anchor, anchor_metadata
 from llama_index_e2rag.ranking.scores import narrative_score
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
-from llama_index_e2rag.retrievers.budget import TRIMMED_KEY, check_budget
+from llama_index_e2rag.retrievers.budget import check_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
-from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.stores.port import Stores
 
-#: Metadata key naming the passage a continuation follows (or, for *before*, precedes).
-CONTINUES_KEY = "continues"
-#: Key of ``metadata["signals"]``: the question's best cosine with any passage (calibrates the
-#: score, see ``ranking.scores``).
-STORY_MATCH_KEY = "story_match"
-#: Key of ``metadata["signals"]``: the result's 1-based place in the ranking, continuations
-#: included (calibrates the score: the 6th passage is less likely the answer than the 1st).
-RANK_KEY = "rank"
-#: Key of ``metadata["signals"]``: a continuation's parent's raw score (its score is the hit's).
-CONTINUATION_KEY = "continuation"
-_HIDDEN = (*BOOKKEEPING_KEYS, CONTINUES_KEY, TRIMMED_KEY, "span")
 logger = logging.getLogger(__name__)
 
 
@@ -256,16 +249,17 @@ class NarrativeRetriever(StoresRetriever):
             explanation[RANK_KEY] = places[row.row]
             # a copy: the state's metadata is shared by every query until the index changes
             meta = copy.deepcopy(state.chunk_metadata.get(node.chunk_id or "", {}))
+            ours: dict[str, Any] = {SIGNALS_KEY: explanation}
             if row.continued_from is not None:
                 explanation[CONTINUATION_KEY] = _score_of(ranked, row.continued_from)
-                meta[CONTINUES_KEY] = table.ids[row.continued_from]
+                ours[CONTINUES_KEY] = table.ids[row.continued_from]
             if item.trimmed:
-                meta[TRIMMED_KEY] = True
+                ours[TRIMMED_KEY] = True
             if anchor is not None:
-                meta[ANCHOR_KEY] = anchor
+                ours[ANCHOR_KEY] = anchor
             results.append(
                 NodeWithScore(
-                    node=_passage_node(node, item.text, item.start, item.end, meta, explanation),
+                    node=_passage_node(node, item.text, item.start, item.end, meta, ours),
                     score=row.score,
                 )
             )
@@ -309,22 +303,20 @@ def _passage_node(
     start: Optional[int],
     end: Optional[int],
     source_meta: dict[str, Any],
-    explanation: dict[str, float],
+    extra: dict[str, Any],
 ) -> TextNode:
-    metadata = dict(source_meta)
-    metadata.update(
-        {
-            POSITION_KEY: format_position(node.pos),
-            POS_KEY: list(node.pos),
-            "doc_id": node.doc_id,
-            "chunk_id": node.chunk_id,
-            "span": [start, end],
-            "retriever": "narrative",
-            EVIDENCE_KEY: [],
-            SIGNALS_KEY: explanation,
-        }
-    )
-    hidden = list(_HIDDEN)
+    ours = {
+        POSITION_KEY: format_position(node.pos),
+        POS_KEY: list(node.pos),
+        "doc_id": node.doc_id,
+        "chunk_id": node.chunk_id,
+        "span": [start, end],
+        "retriever": "narrative",
+        EVIDENCE_KEY: [],
+        **extra,
+    }
+    metadata = {**source_meta, **ours}
+    hidden = bookkeeping_keys(ours)
     return TextNode(
         id_=node.id,
         text=text,

@@ -28,13 +28,8 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from llama_index_e2rag.context.evidence import (
-    EVIDENCE_KEY,
-    POS_KEY,
-    POSITION_KEY,
-    ContextOrder,
-    format_position,
-)
+from llama_index_e2rag.context.keys import EVIDENCE_KEY, POS_KEY, POSITION_KEY, bookkeeping_keys
+from llama_index_e2rag.context.evidence import ContextOrder, format_position
 from llama_index_e2rag.errors import (
     E2RAGError,
     LLMOutputError,
@@ -76,8 +71,6 @@ PathOrder = Literal["story", "path"]
 #: ``(question, [(topic entity, sentence)] in candidate order)`` → the anchors to keep (0-based
 #: positions in that list; none kept means all) and whether to expand.
 Refiner = Callable[[str, Sequence[tuple[str, str]]], Awaitable[Refinement]]
-#: Metadata the LLM reads; every other key of ours is bookkeeping, hidden from LLM and embedding.
-_SHOWN = ("relation_path", POSITION_KEY, "topic")
 logger = logging.getLogger(__name__)
 
 
@@ -438,7 +431,7 @@ def _to_node(
         EVIDENCE_KEY: path + [t for t in topics if t],
     }
     metadata = {**sources.get(node.chunk_id or "", {}), **ours}
-    hidden = [k for k in ours if k not in _SHOWN]
+    hidden = bookkeeping_keys(ours)
     text_node = TextNode(
         id_=node.id,
         text=node.text,

@@ -14,17 +14,14 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context.evidence import (
-    ANCHOR_KEY,
-    EVIDENCE_KEY,
+from llama_index_e2rag.context.keys import (
     EVIDENCE_TEXT_KEY,
+    INTERNAL_METADATA_KEYS,
     POS_KEY,
     POSITION_KEY,
-    SIGNALS_KEY,
-    ContextOrder,
-    format_position,
+    bookkeeping_keys,
 )
-from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
+from llama_index_e2rag.context.evidence import ContextOrder, format_position
 from llama_index_e2rag.retrievers.filters import asearch, search
 from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
 from llama_index_e2rag.schema import GraphNode, NodeKind
@@ -33,11 +30,6 @@ from llama_index_e2rag.vectors.base import VectorHit
 
 #: Words a chunk is assumed to hold at least when sizing the candidates for a budget.
 CHUNK_WORDS_FLOOR = 50
-#: Retrieval bookkeeping on returned chunks, kept out of embedding and LLM views.
-BOOKKEEPING_KEYS = (
-    POS_KEY, "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "seed_scores", SIGNALS_KEY,
-    ANCHOR_KEY,
-)
 
 
 class VectorChunkRetriever(StoresRetriever):
@@ -133,26 +125,26 @@ def chunk_result(
     because a plain ``RetrieverQueryEngine`` only sees text and metadata; the bookkeeping keys
     are hidden from it, and the evidence is kept out of the embedding view.
     """
-    metadata = {k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS}
-    metadata.update(
-        {
-            POSITION_KEY: format_position(graph_chunk.pos),
-            POS_KEY: list(graph_chunk.pos),
-            "doc_id": graph_chunk.doc_id,
-            "chunk_id": chunk.node_id,
-        },
+    ours = {
+        POSITION_KEY: format_position(graph_chunk.pos),
+        POS_KEY: list(graph_chunk.pos),
+        "doc_id": graph_chunk.doc_id,
+        "chunk_id": chunk.node_id,
         **extra,
-    )
+    }
     if evidence:
-        metadata[EVIDENCE_TEXT_KEY] = evidence
+        ours[EVIDENCE_TEXT_KEY] = evidence
+    metadata = {k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS}
+    metadata.update(ours)
+    hidden = bookkeeping_keys(ours)
     node = TextNode(
         id_=chunk.node_id,
         text=chunk.get_content(),
         metadata=metadata,
         excluded_embed_metadata_keys=_merge(
-            chunk.excluded_embed_metadata_keys, [*BOOKKEEPING_KEYS, EVIDENCE_TEXT_KEY]
+            chunk.excluded_embed_metadata_keys, [*hidden, EVIDENCE_TEXT_KEY]
         ),
-        excluded_llm_metadata_keys=_merge(chunk.excluded_llm_metadata_keys, BOOKKEEPING_KEYS),
+        excluded_llm_metadata_keys=_merge(chunk.excluded_llm_metadata_keys, hidden),
         start_char_idx=chunk.start_char_idx,
         end_char_idx=chunk.end_char_idx,
         relationships=dict(chunk.relationships),
