@@ -15,7 +15,6 @@ query embeds only itself and its nodes; the rest is one matrix product.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Optional
 
@@ -32,7 +31,7 @@ from llama_index.core.schema import (
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.retrievers.filters import DocScope
-from llama_index_e2rag.retrievers.base import StoresRetriever
+from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
 from llama_index_e2rag.context.keys import POS_KEY, POSITION_KEY, bookkeeping_keys
 from llama_index_e2rag.context.evidence import ContextOrder, format_position
 from llama_index_e2rag.stores.node_embeddings import (
@@ -44,7 +43,7 @@ from llama_index_e2rag.stores.node_embeddings import (
     graph_cache,
     l2_normalize,
 )
-from llama_index_e2rag.retrievers.budget import check_budget, within_budget
+from llama_index_e2rag.retrievers.budget import within_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import GraphNode, NodeKind
@@ -164,13 +163,8 @@ class GroundedGraphRetriever(StoresRetriever):
             raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
         if max_sentences is not None and max_sentences < 1:
             raise ValueError(f"max_sentences must be at least 1, got {max_sentences}")
-        check_budget(budget_words)
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._stores = stores
-        self._set_filters(filters)
-        self._embed_model = embed_model
+        super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
         self.similarity_top_k = similarity_top_k
-        self.budget_words = budget_words
         self.embedding_variant = embedding_variant
         self.alpha = alpha
         self.beta = beta
@@ -185,18 +179,17 @@ class GroundedGraphRetriever(StoresRetriever):
         """How the query engine presents the results: as ranked, or in story order."""
         return "story" if self.order == "story" else "retrieval"
 
-    # -- llama-index entry points -------------------------------------------------------------
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        cache = graph_cache(self._stores)
-        texts = self._texts_to_embed(query_bundle.query_str)
-        vectors = self._embed_model.get_text_embedding_batch(texts)
-        return self._select(cache, *_split_vectors(vectors))
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        # Building the cache is CPU and store work; keep the event loop free meanwhile.
-        cache = await asyncio.to_thread(graph_cache, self._stores)
-        texts = self._texts_to_embed(query_bundle.query_str)
-        vectors = await self._embed_model.aget_text_embedding_batch(texts)
+    # -- the retrieval ---------------------------------------------------------------------------
+    async def _run(self, query: QueryBundle, io: RetrievalIO) -> list[NodeWithScore]:
+        cache = await io.offload(graph_cache, self._stores)
+        texts = self._texts_to_embed(query.query_str)
+        given = [] if query.embedding is None else [query.embedding]  # the query sentence's
+        texts = texts[len(given):]
+        model = self._embed_model
+        vectors = given + (
+            await io.call(model.get_text_embedding_batch, model.aget_text_embedding_batch, texts)
+            if texts else []
+        )
         return self._select(cache, *_split_vectors(vectors))
 
     # -- steps ---------------------------------------------------------------------------------

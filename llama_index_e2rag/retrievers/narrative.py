@@ -23,7 +23,6 @@ parent's), ``story_match`` and ``rank`` (``ranking.scores``): scores never rise 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from typing import Any, Optional, Sequence
@@ -41,7 +40,12 @@ from llama_index.core.schema import (
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_e2rag.ranking.answer_types import answer_type
-from llama_index_e2rag.retrievers.base import StoresRetriever
+from llama_index_e2rag.retrievers.base import (
+    BLOCKING,
+    RetrievalIO,
+    StoresRetriever,
+    run_blocking,
+)
 from llama_index_e2rag.context.keys import (
     ANCHOR_KEY,
     CONTINUATION_KEY,
@@ -55,7 +59,7 @@ from llama_index_e2rag.context.keys import (
     TRIMMED_KEY,
     bookkeeping_keys,
 )
-from llama_index_e2rag.context.evidence import ContextOrder, format_position
+from llama_index_e2rag.context.evidence import format_position
 from llama_index_e2rag.errors import E2RAGError, MissingModelError
 from llama_index_e2rag.extract.grounded import GroundedExtractor
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
@@ -75,7 +79,6 @@ from llama_index_e2rag.ranking.narrative import (
 from llama_index_e2rag.ranking.anchor import Anchor, anchor_metadata
 from llama_index_e2rag.ranking.scores import narrative_score
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
-from llama_index_e2rag.retrievers.budget import check_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.stores.port import Stores
@@ -116,33 +119,34 @@ class NarrativeRetriever(StoresRetriever):
     ) -> None:
         if similarity_top_k < 1:
             raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
-        check_budget(budget_words)
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._stores = stores
-        self._set_filters(filters)
-        self._embed_model = embed_model
+        super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
         self.passage_words = passage_words
         self.similarity_top_k = similarity_top_k
-        self.budget_words = budget_words
         self.weights = (weights or NarrativeWeights.fitted()).without(*disable)
         self._parser: Any = parser
 
-    @property
-    def context_order(self) -> ContextOrder:
-        """The answer LLM reads the evidence in story order."""
-        return "story"
+    # -- the retrieval ---------------------------------------------------------------------------
+    async def _run(self, query: QueryBundle, io: RetrievalIO) -> list[NodeWithScore]:
+        return self.results(*await self._read_question(query, io))
 
-    # -- llama-index entry points -------------------------------------------------------------
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self.results(*self.signals(query_bundle.query_str))
+    def signals(self, query: str) -> tuple[NarrativeState, Signals]:
+        """The index's passage state and this question's signal arrays (before weighting).
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        state = await asyncio.to_thread(self._state)
-        cue, texts = self._texts(query_bundle.query_str)
-        embed = self._embed_model
-        vectors = list(await asyncio.gather(*(embed.aget_query_embedding(t) for t in texts)))
-        graphs = [await asyncio.to_thread(self._read, t) for t in texts]
-        return self.results(state, self._signals(state, texts, vectors, graphs, cue))
+        What ``retrieve`` ranks from; public so weights can be fitted without re-parsing and
+        re-embedding each question for every candidate weighting.
+        """
+        return run_blocking(self._read_question(QueryBundle(query), BLOCKING))
+
+    async def _read_question(
+        self, query: QueryBundle, io: RetrievalIO
+    ) -> tuple[NarrativeState, Signals]:
+        """The passage state, and the question (and its anchor clause) embedded and parsed."""
+        state = await io.offload(self._state)
+        cue, texts = self._texts(query.query_str)
+        vectors = [await self._query_embedding(query, io)]
+        vectors += await io.embed_queries(self._embed_model, texts[1:])
+        graphs = [await io.offload(self._read, t) for t in texts]
+        return state, self._signals(state, texts, vectors, graphs, cue)
 
     # -- steps ---------------------------------------------------------------------------------
     def _state(self) -> NarrativeState:
@@ -175,18 +179,6 @@ class NarrativeRetriever(StoresRetriever):
             logger.warning("no spaCy parser (%s): the narrative mode's graph signals are off", exc)
             self._parser = False
             return QueryGraph()
-
-    def signals(self, query: str) -> tuple[NarrativeState, Signals]:
-        """The index's passage state and this question's signal arrays (before weighting).
-
-        What ``retrieve`` ranks from; public so weights can be fitted without re-parsing and
-        re-embedding each question for every candidate weighting.
-        """
-        state = self._state()
-        cue, texts = self._texts(query)
-        embed = self._embed_model
-        vectors = [embed.get_query_embedding(t) for t in texts]
-        return state, self._signals(state, texts, vectors, [self._read(t) for t in texts], cue)
 
     def _signals(
         self,

@@ -13,7 +13,7 @@ from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.retrievers.base import StoresRetriever
+from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
 from llama_index_e2rag.context.keys import (
     EVIDENCE_TEXT_KEY,
     INTERNAL_METADATA_KEYS,
@@ -22,8 +22,7 @@ from llama_index_e2rag.context.keys import (
     bookkeeping_keys,
 )
 from llama_index_e2rag.context.evidence import ContextOrder, format_position
-from llama_index_e2rag.retrievers.filters import asearch, search
-from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
+from llama_index_e2rag.retrievers.budget import budget_depth, within_budget
 from llama_index_e2rag.schema import GraphNode, NodeKind
 from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.vectors.base import VectorHit
@@ -57,14 +56,9 @@ class VectorChunkRetriever(StoresRetriever):
             raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
         if order not in ("relevance", "story"):
             raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
-        check_budget(budget_words)
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._set_filters(filters)
-        self._stores = stores
-        self._embed_model = embed_model
+        super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
         self.similarity_top_k = similarity_top_k
         self.order = order
-        self.budget_words = budget_words
 
     @property
     def context_order(self) -> ContextOrder:
@@ -76,14 +70,9 @@ class VectorChunkRetriever(StoresRetriever):
             return self.similarity_top_k
         return budget_depth(self.budget_words, CHUNK_WORDS_FLOOR, self.similarity_top_k)
 
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        vector = self._embed_model.get_query_embedding(query_bundle.query_str)
-        hits = search(self._stores, self._scope(), NodeKind.CHUNK, vector, self._depth())
-        return self._to_nodes(hits)
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        vector = await self._embed_model.aget_query_embedding(query_bundle.query_str)
-        hits = await asearch(self._stores, self._scope(), NodeKind.CHUNK, vector, self._depth())
+    async def _run(self, query: QueryBundle, io: RetrievalIO) -> list[NodeWithScore]:
+        vector = await self._query_embedding(query, io)
+        hits = await io.search(self._stores, self._scope(), NodeKind.CHUNK, vector, self._depth())
         return self._to_nodes(hits)
 
     def _to_nodes(self, hits: list[VectorHit]) -> list[NodeWithScore]:
