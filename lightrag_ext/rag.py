@@ -44,19 +44,14 @@ from lightrag.lightrag import _run_sync
 from lightrag.prompt import PROMPTS
 from lightrag.query_validation import validate_query_not_empty, validate_rag_query
 
+from llama_index_e2rag.ranking.e2rag import EVENT_WEIGHT, MENTION_POOL
+
 from lightrag_ext import workspace_lock
 from lightrag_ext.backfill import BackfillReport, backfill_event_layer
 from lightrag_ext.gaps import LayerGaps, layer_gap_message
 from lightrag_ext.layer import write_stored_doc_layer
 from lightrag_ext.answer import answer, no_result, user_data
-from lightrag_ext.query import (
-    E2RAG_MODE,
-    EVENT_WEIGHT,
-    MENTION_POOL,
-    ProgressCallback,
-    Retrieved,
-    retrieve,
-)
+from lightrag_ext.query import E2RAG_MODE, ProgressCallback, Retrieved, retrieve
 from lightrag_ext.storage import EventLayerStore
 
 if TYPE_CHECKING:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from llama_index.core.schema import NodeWithScore, TextNode
 
+from llama_index_e2rag.context.keys import EVIDENCE_KEY
 from llama_index_e2rag.context.evidence import (
-    EVIDENCE_KEY,
     ContextBundle,
     Passage,
     assemble_context,

@@ -40,6 +40,7 @@ from llama_index.core.types import RESPONSE_TEXT_TYPE
 
 from llama_index_e2rag.ranking.answer_types import (
     AnswerType, answer_type, content_lemmas, offers, parse)
+from llama_index_e2rag.context.keys import RESPONSE_EVIDENCE_KEY
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
 from llama_index_e2rag.extract.spacy_model import SPACY_MODEL, load_spacy
@@ -52,8 +53,6 @@ from llama_index_e2rag.text import split_sentences
 
 logger = logging.getLogger(__name__)
 
-#: Metadata key under which ``Response.metadata`` carries the evidence as plain dicts.
-EVIDENCE_KEY = "e2rag_evidence"
 #: Candidates (best by relevance) parsed to read them against the question: enough for a few
 #: hundred words of evidence, few enough that parsing costs tens of milliseconds.
 MAX_PARSED = 48
@@ -338,7 +337,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         self._story_maps.clear()  # the index may change between questions
         source_nodes = list(nodes) + list(additional or [])
         metadata = {n.node.node_id: n.node.metadata for n in source_nodes}
-        metadata[EVIDENCE_KEY] = [asdict(e) for e in evidence]
+        metadata[RESPONSE_EVIDENCE_KEY] = [asdict(e) for e in evidence]
         lines = self._render_lines(query_str, evidence)
         if not self._streaming:
             return Response("\n".join(lines), source_nodes=source_nodes, metadata=metadata)

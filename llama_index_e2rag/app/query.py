@@ -144,7 +144,7 @@ def source_dict(
     answer says it, and as numbers), score, text, what brought it (``explain``) and its
     metadata."""
     # deferred: the schema's pydantic models (~1 s; ``e2rag --help`` stays light)
-    from llama_index_e2rag.context.evidence import POS_KEY
+    from llama_index_e2rag.context.keys import POS_KEY
     from llama_index_e2rag.context.story_position import source_name
 
     meta = source.node.metadata

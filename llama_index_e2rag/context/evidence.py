@@ -5,9 +5,8 @@ default the LLM sees evidence in narrative order with positions shown, whatever 
 ranked it in: the ranking decides *what* is shown, the story decides *how* it is read. A retriever
 that presents by relevance (ChronoRAG's default) asks for ``order="retrieval"`` instead.
 
-Metadata keys every retriever puts on returned nodes: ``POS_KEY`` (``pos``, the machine-readable
-``[doc_order, char_offset, ordinal]``, hidden from the LLM) and ``POSITION_KEY`` (``position``, the
-same as readable text, shown to the LLM).
+The metadata keys every retriever puts on returned nodes (``POS_KEY``, ``POSITION_KEY``,
+``EVIDENCE_KEY`` …) are defined in ``context.keys``, the one registry of keys.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Optional, Sequence
 
+from llama_index_e2rag.context.keys import EVIDENCE_KEY, POS_KEY
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, Position, sort_by_position
 
 _LABEL_PREFIX = {
@@ -31,19 +31,6 @@ _LABEL_PREFIX = {
 
 #: ``story``: passages in narrative order; ``retrieval``: in the order the retriever ranked them.
 ContextOrder = Literal["story", "retrieval"]
-#: Metadata key of a returned node's narrative position ``[doc_order, char_offset, ordinal]``.
-POS_KEY = "pos"
-#: Metadata key of the same position as text the LLM reads ("document 0, character 1234").
-POSITION_KEY = "position"
-#: Metadata key under which retrievers list the graph node ids that led to a passage.
-EVIDENCE_KEY = "graph_nodes"
-#: Metadata key of the LLM-visible evidence text of a passage (``render_evidence``).
-EVIDENCE_TEXT_KEY = "evidence"
-#: Metadata key of what brought a result: ``{signal: contribution to its score}`` (hidden).
-SIGNALS_KEY = "signals"
-#: Metadata key of an *after / before / during* question's anchor on each of its results: the
-#: anchor passage, its confidence, whether it was used, the region (``ranking.anchor``; hidden).
-ANCHOR_KEY = "anchor"
 
 
 def format_position(pos: Sequence[int]) -> str:

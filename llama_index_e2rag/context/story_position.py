@@ -14,6 +14,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
+from llama_index_e2rag.context.keys import SOURCE_NAME_KEYS
 from llama_index_e2rag.schema import NodeKind
 
 if TYPE_CHECKING:  # not imported at run time: the graph package loads networkx
@@ -33,8 +34,6 @@ _HEADING = re.compile(
     r"[ \t]*(?:[.:\-\u2014][^\r\n]{0,70})?[ \t\r]*$",
     re.IGNORECASE | re.MULTILINE,
 )
-#: Metadata keys (in order of preference) naming where a node's text came from.
-SOURCE_KEYS = ("file_name", "file_path", "title", "source", "url")
 #: The graph attribute holding a chunk's stored ``TextNode`` (``stores.CHUNK_NODE_ATTR``; not
 #: imported, so reading positions does not load the stores).
 _CHUNK_NODE_ATTR = "node"
@@ -99,7 +98,7 @@ def source_name(
     meta: Mapping[str, Any], doc_id: Optional[str], doc_order: Optional[int] = None
 ) -> str:
     """The document's file name or title, else its id, else its place among the documents."""
-    for key in SOURCE_KEYS:
+    for key in SOURCE_NAME_KEYS:
         if meta.get(key):
             return str(meta[key]).rsplit("/", 1)[-1] if key == "file_path" else str(meta[key])
     if doc_id:

@@ -19,7 +19,8 @@ from llama_index.core.schema import Document, TextNode
 
 from llama_index_e2rag.ingest import node_vectors
 from llama_index_e2rag.extract.builders import DocumentBuilder
-from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS, chunk_offset
+from llama_index_e2rag.context.keys import INTERNAL_METADATA_KEYS
+from llama_index_e2rag.extract.base import chunk_offset
 from llama_index_e2rag.extract.passages import document_text
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.ingest.pipeline import (

@@ -27,14 +27,11 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 
-from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
+from llama_index_e2rag.context.keys import INTERNAL_METADATA_KEYS, RESULT_SOURCE_KEYS
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.stores.state_cache import StateCache
 from llama_index_e2rag.stores.port import CHUNK_NODE_ATTR, Stores
 from llama_index_e2rag.vectors.base import VectorHit
-
-#: Keys a result is named by, in the order a reader recognises a source.
-SOURCE_KEYS = ("file_name", "title")
 _ORDERED: dict[FilterOperator, Callable[[Any, Any], bool]] = {
     FilterOperator.GT: operator.gt,
     FilterOperator.GTE: operator.ge,
@@ -246,12 +243,12 @@ def with_source(stores: Stores, nodes: list[NodeWithScore]) -> list[NodeWithScor
     docs: Optional[dict[str, dict[str, Any]]] = None
     for item in nodes:
         metadata = item.node.metadata
-        if all(key in metadata for key in SOURCE_KEYS):
+        if all(key in metadata for key in RESULT_SOURCE_KEYS):
             continue
         if docs is None:
             docs = document_metadata(stores)
         source = docs.get(result_doc_id(item), {})
-        for key in SOURCE_KEYS:
+        for key in RESULT_SOURCE_KEYS:
             if key not in metadata and source.get(key) is not None:
                 metadata[key] = source[key]
     return nodes
@@ -259,7 +256,6 @@ def with_source(stores: Stores, nodes: list[NodeWithScore]) -> list[NodeWithScor
 
 __all__ = [
     "DocScope",
-    "SOURCE_KEYS",
     "asearch",
     "check_filters",
     "document_metadata",

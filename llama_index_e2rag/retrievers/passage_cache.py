@@ -14,7 +14,7 @@ import numpy as np
 
 from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.stores.lexical import LexicalIndex
-from llama_index_e2rag.ranking.narrative import PassageTable, build_table
+from llama_index_e2rag.ranking.passages import PassageTable, build_table
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
 from llama_index_e2rag.stores.state_cache import StateCache

@@ -14,7 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional, Sequence
 
-from llama_index_e2rag.context.evidence import EVIDENCE_KEY, POS_KEY, format_position
+from llama_index_e2rag.context.keys import EVIDENCE_KEY, POS_KEY
+from llama_index_e2rag.context.evidence import format_position
 from llama_index_e2rag.errors import EntityLookupError
 from llama_index_e2rag.extract.linking import name_variants
 from llama_index_e2rag.graph.base import GraphStore

@@ -19,7 +19,7 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import TextNode
 from scripted_llm import ScriptedLLM
 
-from llama_index_e2rag.context.evidence import POS_KEY
+from llama_index_e2rag.context.keys import POS_KEY
 from llama_index_e2rag.answer.event_graph_engine import build_event_graph_engine
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.ingest.pipeline import vector_record

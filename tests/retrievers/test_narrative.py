@@ -27,14 +27,9 @@ from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.retrievers.passage_cache import narrative_state
 from llama_index_e2rag.ranking.anchor import side_cost
 from llama_index_e2rag.ranking.narrative import SIGNALS, NarrativeWeights
-from llama_index_e2rag.retrievers.base import RAW_SCORE_KEY
-from llama_index_e2rag.retrievers.narrative import (
-    ANCHOR_KEY,
-    RANK_KEY,
-    SIGNALS_KEY,
-    STORY_MATCH_KEY,
-    NarrativeRetriever,
-)
+from llama_index_e2rag.context.keys import RAW_SCORE_KEY
+from llama_index_e2rag.context.keys import ANCHOR_KEY, RANK_KEY, SIGNALS_KEY, STORY_MATCH_KEY
+from llama_index_e2rag.retrievers.narrative import NarrativeRetriever
 from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
 from llama_index_e2rag.text import count_words, split_sentences
 

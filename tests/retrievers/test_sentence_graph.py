@@ -19,7 +19,8 @@ from hash_embedding import HashEmbedding
 from llama_index.core.schema import QueryBundle
 from scripted_llm import ScriptedLLM
 
-from llama_index_e2rag.context.evidence import POS_KEY, bundle_from_retrieved
+from llama_index_e2rag.context.keys import POS_KEY
+from llama_index_e2rag.context.evidence import bundle_from_retrieved
 from llama_index_e2rag.errors import LLMOutputError, MissingModelError
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.ingest.pipeline import vector_record
