@@ -482,7 +482,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_repair(args: argparse.Namespace) -> int:
-    from llama_index_e2rag.persist.repair import repair_store
+    from llama_index_e2rag.maintenance.repair import repair_store
 
     report = repair_store(args.store, show_progress=not args.quiet)
     if not report.before.problems and not report.actions:
@@ -525,7 +525,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from llama_index_e2rag.persist.legacy import migrate_store
+    from llama_index_e2rag.maintenance.migrate import migrate_store
 
     counts = migrate_store(args.store)
     print(

@@ -20,7 +20,8 @@ def has_store(store: Path) -> bool:
 
 def load_store(store: Path, progress: bool = False, **kwargs: object) -> "E2RAGIndex":
     """Load the e2rag index persisted in ``store``, its files checked first (``load_index``)."""
-    from llama_index_e2rag.persist.load import load_index, no_store
+    from llama_index_e2rag.maintenance.load import load_index
+    from llama_index_e2rag.persist.load import no_store
 
     if not has_store(store):
         raise no_store(store, "create one with: e2rag index FILES --store")
