@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "E2RAGIndex": "llama_index_e2rag.index",
-    "load_index": "llama_index_e2rag.persist.load",
+    "load_index": "llama_index_e2rag.maintenance.load",
     "EmbeddedVectors": "llama_index_e2rag.vectors.embedded",
     "LlamaIndexVectors": "llama_index_e2rag.vectors.external",
     "SQLiteGraphStore": "llama_index_e2rag.graph",

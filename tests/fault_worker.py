@@ -131,7 +131,7 @@ def main(scenario: str, store: Path, kill_at: int) -> None:
         index.insert_documents([Document(text=SEQUEL, id_="b"), Document(text=NEW, id_="c")])
         index.storage_context.persist(str(store))
     elif scenario == "migrate":  # ``e2rag migrate --store``
-        from llama_index_e2rag.persist.legacy import migrate_store
+        from llama_index_e2rag.maintenance.migrate import migrate_store
 
         migrate_store(store)
     elif scenario == "convert":  # the persist after loading a 0.1.0 store

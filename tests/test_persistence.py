@@ -123,7 +123,8 @@ import llama_index_e2rag, lightrag_ext
 before = (dict(S), dict(I), dict(vars(SimpleVectorStoreData)))
 skip = {"llama_index_e2rag.index", "llama_index_e2rag.cli.entry", "llama_index_e2rag.cli.__main__",
         "llama_index_e2rag.app.demo",
-        "llama_index_e2rag.persist.legacy"}
+        "llama_index_e2rag.maintenance.load", "llama_index_e2rag.maintenance.repair",
+        "llama_index_e2rag.maintenance.migrate"}
 names = [m.name for m in pkgutil.walk_packages(llama_index_e2rag.__path__, "llama_index_e2rag.")]
 for name in names:
     if name not in skip:

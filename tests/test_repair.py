@@ -12,8 +12,8 @@ from hash_embedding import HashEmbedding
 sys.path.insert(0, str(Path(__file__).parent))
 import fault_worker  # noqa: E402
 
-from llama_index_e2rag.persist.load import load_index
-from llama_index_e2rag.persist.repair import documents_from_docstore, repair_store
+from llama_index_e2rag.maintenance.load import load_index
+from llama_index_e2rag.maintenance.repair import documents_from_docstore, repair_store
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.persist.check import full_check
 

@@ -11,7 +11,7 @@ from llama_index.core import Document
 
 from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.persist.load import load_index
+from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.schema import EdgeKind, NodeKind
 from llama_index_e2rag.persist.check import full_check
 

@@ -16,7 +16,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def run(args: argparse.Namespace) -> int:
     """Convert the store; one line with what it holds now."""
-    from llama_index_e2rag.persist.legacy import migrate_store  # deferred: llama-index
+    from llama_index_e2rag.maintenance.migrate import migrate_store  # deferred: llama-index
 
     counts = migrate_store(args.store)
     print(

@@ -19,7 +19,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def run(args: argparse.Namespace) -> int:
     """What was found and repaired, one line each; an error when the store is still damaged."""
-    from llama_index_e2rag.persist.repair import repair_store  # deferred: llama-index, spaCy
+    from llama_index_e2rag.maintenance.repair import repair_store  # deferred: llama-index, spaCy
 
     report = repair_store(args.store, show_progress=not args.quiet)
     if not report.before.problems and not report.actions:

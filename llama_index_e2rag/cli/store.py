@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llama_index_e2rag.errors import E2RAGError, StoreLoadError
-from llama_index_e2rag.persist.load import load_index, no_store
+from llama_index_e2rag.persist.load import no_store
 from llama_index_e2rag.persist.ownership import Kind, inspect
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ def load_store(store: Path, progress: bool = False, **kwargs: object) -> "E2RAGI
     """
     if not has_store(store):
         raise no_store(store, "create one with: e2rag index FILES --store")
+    from llama_index_e2rag.maintenance.load import load_index  # deferred: llama-index, the index
     from tqdm.auto import tqdm  # deferred: tqdm.auto probes for Jupyter widgets (~0.4 s)
 
     kwargs = {k: v for k, v in kwargs.items() if v is not None}

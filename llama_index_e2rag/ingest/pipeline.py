@@ -45,7 +45,13 @@ from llama_index_e2rag.extract.passages import (
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.stores.same_text import text_hash
-from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind
+from llama_index_e2rag.schema import (  # (EMBEDDED_KINDS, embeddable: imported from here too)
+    EMBEDDED_KINDS,
+    GraphEdge,
+    GraphNode,
+    NodeKind,
+    embeddable,
+)
 from llama_index_e2rag.stores.port import CHUNK_NODE_ATTR, DocumentWrite
 from llama_index_e2rag.vectors.base import VectorRecord
 
@@ -54,17 +60,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Node kinds that are embedded when built.
-EMBEDDED_KINDS = (
-    NodeKind.CHUNK,
-    NodeKind.SENTENCE,
-    NodeKind.MENTION,
-    NodeKind.EVENT,
-    NodeKind.FACT,
-    NodeKind.ENTITY,
-    NodeKind.PASSAGE,
-    NodeKind.GRAPH_EVENT,
-)
 #: How long a waiting commit yields to its event loop between tries of the write lock.
 _LOCK_POLL_SECONDS = 0.005
 
@@ -428,14 +423,6 @@ async def embed_texts(
         parts.append(np.stack([known[t] for t in reused]).astype(np.float32, copy=False))
     matrix = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
     return StagedVectors({t: i for i, t in enumerate([*todo, *reused])}, matrix)
-
-
-def embeddable(node: GraphNode) -> bool:
-    return (
-        node.kind in EMBEDDED_KINDS
-        and node.attrs.get("embed") is not False
-        and bool(node.text.strip())
-    )
 
 
 # -- phase 2: what the stores write ------------------------------------------------------------

@@ -13,9 +13,9 @@ from typing import Any, Optional
 
 from llama_index_e2rag.disk.checksums import E2RAG_DIR
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
+from llama_index_e2rag.persist.index_store import read_struct
+from llama_index_e2rag.persist.legacy import in_struct
 
-#: The index store's type keys of an E2RAGIndex (today's and 0.1.0's).
-STRUCT_TYPES = ("llama_index_e2rag.E2RAGIndex", "e2rag")
 #: Class names of the restorable document builders (``builders.RESTORABLE_BUILDERS``'s, whose
 #: module imports llama-index).
 BUILDER_CLASSES = {
@@ -37,24 +37,11 @@ class StoreSummary:
     llm_stats: dict[str, Any] = field(default_factory=dict)
 
 
-def read_struct(store: Path) -> Optional[dict[str, Any]]:
-    """The E2RAGIndex struct's fields from ``index_store.json`` (None if there is none)."""
-    path = store / "index_store.json"
-    if not path.is_file():
-        return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    for entry in (data.get("index_store/data") or {}).values():
-        if entry.get("__type__") in STRUCT_TYPES:
-            struct = entry.get("__data__")
-            return json.loads(struct) if isinstance(struct, str) else struct
-    return None
-
-
 def summarize(store: Path, chrono_label: str) -> Optional[StoreSummary]:
     """The summary of a store in today's layout; None for one that needs a full load (0.1.0)."""
     struct = read_struct(store)
     graph_file = store / E2RAG_DIR / GRAPH_FILE
-    if struct is None or struct.get("graph_json") or not graph_file.is_file():
+    if struct is None or in_struct(struct) or not graph_file.is_file():
         return None
     graph = SQLiteGraphStore.open_existing(graph_file)
     try:

@@ -1,12 +1,18 @@
-"""Stores written by llama-index-e2rag 0.1.0: read them into today's stores without loss.
+"""Stores written by llama-index-e2rag 0.1.0: every line of the old format is here.
 
 0.1.0 kept the graph as a JSON string inside the index struct (with the document orders and
 extraction failures beside it) and the vectors in one ``SimpleVectorStore`` per node kind
 (namespaces ``e2rag_<kind>``). Loading such a store converts it in memory; the next ``persist``
 writes the new layout and removes the old vector files (``Conversion``: a process killed at any
-moment leaves the 0.1.0 store or the converted one, whole). ``e2rag migrate --store DIR`` does
-both in one step and reads the old vector files directly (``read_legacy_vectors``), which is
-much faster than llama-index's own loader on large files.
+moment leaves the 0.1.0 store or the converted one, whole). ``e2rag migrate --store DIR``
+(``maintenance.migrate``) does both in one step and reads the old vector files directly
+(``legacy_storage(fast=True)``), which is much faster than llama-index's own loader on large files.
+
+The rest of the code asks only through ``__all__``: ``is_legacy`` / ``in_struct`` (is this the old
+format?), ``legacy_storage`` (its storage context), ``open_legacy`` (today's stores from it) and,
+around a save, ``Conversion``, ``conversion_pending``, ``finish_conversion`` and
+``forget_converted``. This module imports
+no llama-index at its top: ``ownership.inspect`` asks ``is_legacy`` on every ``e2rag show``.
 """
 
 from __future__ import annotations
@@ -15,27 +21,36 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
-from llama_index.core.storage.index_store.types import BaseIndexStore
-from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as INDEX_STORE_FILE
-from llama_index.core.storage.storage_context import StorageContext
-from llama_index.core.vector_stores.simple import SimpleVectorStore, SimpleVectorStoreData
 
 from llama_index_e2rag.disk.checksums import E2RAG_DIR, file_sum
-from llama_index_e2rag.errors import CorruptGraphError, E2RAGError
 from llama_index_e2rag.disk.files import atomic_write_text
+from llama_index_e2rag.errors import CorruptGraphError
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.graph.sqlite_store import SQLiteGraphStore
+from llama_index_e2rag.persist.index_store import read_struct
 from llama_index_e2rag.schema import GraphEdge
-from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.vectors.base import VectorRecord
 from llama_index_e2rag.vectors.embedded import EmbeddedVectors
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.persist.storage import StoresSlot
+    from llama_index.core.storage.index_store.types import BaseIndexStore
+    from llama_index.core.storage.storage_context import StorageContext
+    from llama_index.core.vector_stores.simple import SimpleVectorStore, SimpleVectorStoreData
+
+__all__ = [
+    "Conversion",
+    "conversion_pending",
+    "finish_conversion",
+    "forget_converted",
+    "in_struct",
+    "is_legacy",
+    "legacy_storage",
+    "open_legacy",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +60,9 @@ LEGACY_SUFFIX = "__vector_store.json"
 #: Inside ``e2rag/`` while a conversion is under way: the 0.1.0 files it removes once committed.
 RECORD_FILE = "migration.json"
 RECORD_FORMAT = "llama-index-e2rag/migration"
+#: llama-index's file names (its ``DEFAULT_PERSIST_FNAME``s of the graph and index stores).
+POINTER_FILE = "graph_store.json"
+INDEX_STORE_FILE = "index_store.json"
 
 
 @dataclass
@@ -73,33 +91,35 @@ class Conversion:
     #: the vector namespaces the conversion read (``e2rag_<kind>``)
     namespaces: list[str]
 
-    def hook(self, storage_context: StorageContext) -> None:
-        """Have the storage context's docstore and index store commit this conversion before
-        they write their files (``llama_files.AtomicKVStore``)."""
-        from llama_index_e2rag.persist.llama_files import AtomicKVStore
-
-        slot = storage_context.graph_store
-        for store in (storage_context.docstore, storage_context.index_store):
-            kvstore = getattr(store, "_kvstore", None)
-            if isinstance(kvstore, AtomicKVStore):
-                kvstore.before_persist = slot.convert  # type: ignore[attr-defined]
-
-    def commit(self, slot: "StoresSlot", folder: Path) -> None:
-        """Write the converted store into ``folder`` in the order above (a conversion in
-        place records 0.1.0's files; one into another folder has none to remove)."""
-        from llama_index_e2rag.persist.load import is_legacy
-        from llama_index_e2rag.persist.storage import DEFAULT_GRAPH_STORE_FILE
-
+    def commit(self, save_stores: Callable[[Path], None], folder: Path) -> None:
+        """Write the converted store into ``folder`` in the order above (``save_stores``: the
+        slot's, given the pointer's path; a conversion in place records 0.1.0's files, one into
+        another folder has none to remove)."""
         old = {}
         if is_legacy(folder):
             old = {f"{n}{LEGACY_SUFFIX}": file_sum(folder / f"{n}{LEGACY_SUFFIX}")
                    for n in self.namespaces if (folder / f"{n}{LEGACY_SUFFIX}").is_file()}
-        slot.save_stores(folder / DEFAULT_GRAPH_STORE_FILE)
+        save_stores(folder / POINTER_FILE)
         if old:
             atomic_write_text(folder / E2RAG_DIR / RECORD_FILE,
                               json.dumps({"format": RECORD_FORMAT, "remove": old}))
         self.index_store.persist(str(folder / INDEX_STORE_FILE))
         finish_conversion(folder)
+
+
+def in_struct(struct: Any) -> bool:
+    """An index struct (object or its JSON fields) still holding 0.1.0's graph."""
+    if isinstance(struct, dict):
+        return bool(struct.get("graph_json"))
+    return bool(getattr(struct, "graph_json", ""))
+
+
+def is_legacy(persist_dir: Path) -> bool:
+    """A store written by 0.1.0 (graph in the index struct; ``e2rag migrate`` converts it)."""
+    try:
+        return in_struct(read_struct(Path(persist_dir)) or {})
+    except (OSError, ValueError):
+        return False
 
 
 def recorded(folder: Path) -> dict[str, list[int]]:
@@ -115,12 +135,15 @@ def recorded(folder: Path) -> dict[str, list[int]]:
             if name.startswith(LEGACY_PREFIX) and name.endswith(LEGACY_SUFFIX) and "/" not in name}
 
 
+def conversion_pending(folder: Path) -> bool:
+    """A conversion of ``folder`` committed but not finished (0.1.0 files left to remove)."""
+    return bool(recorded(folder))
+
+
 def finish_conversion(folder: Path) -> None:
     """Remove what a committed conversion recorded (step 4 of ``Conversion``): each file still
     as it was converted, then the record. A record beside a 0.1.0 index store is of a
     conversion killed before its commit: left for the next one to write over."""
-    from llama_index_e2rag.persist.load import is_legacy
-
     old = recorded(folder)
     if not old or is_legacy(folder):
         return
@@ -131,16 +154,25 @@ def finish_conversion(folder: Path) -> None:
     (folder / E2RAG_DIR / RECORD_FILE).unlink(missing_ok=True)
 
 
-def legacy_stores(
-    struct: Any, storage_context: StorageContext, graph_store: Optional[GraphStore] = None
-) -> tuple[Stores, str, Conversion]:
-    """Today's stores holding everything of a 0.1.0 index struct and its vector namespaces,
-    and the conversion that the next persist commits.
+def forget_converted(vector_stores: dict[str, Any], folder: Path) -> None:
+    """Leave out of ``vector_stores`` (a storage context's) 0.1.0's files that a committed
+    conversion of ``folder`` still has to remove (read as vector stores by llama-index's loader,
+    they would be written back by ``persist``)."""
+    for name in recorded(folder):
+        vector_stores.pop(name[: -len(LEGACY_SUFFIX)], None)
+
+
+def open_legacy(
+    struct: Any, storage_context: "StorageContext", graph_store: Optional[GraphStore] = None
+) -> tuple[GraphStore, EmbeddedVectors, Conversion]:
+    """Today's graph and vectors holding everything of a 0.1.0 index struct and its vector
+    namespaces, and the conversion that the next persist commits.
 
     The struct's graph fields are emptied (the stores hold them now) and the old namespaces
     leave the storage context, so the next persist writes only the new layout.
     """
-    from llama_index_e2rag.persist.storage import EMBEDDED
+    # llama-index (heavy) only here: is_legacy, which ownership asks cheaply, needs none of it
+    from llama_index.core.vector_stores.simple import SimpleVectorStore
 
     try:
         old = NetworkXGraphStore.from_dict(
@@ -157,10 +189,8 @@ def legacy_stores(
         if isinstance(store, SimpleVectorStore):
             vectors.add(legacy_records(name[len(LEGACY_PREFIX) :], store.data, old))
     struct.graph_json, struct.doc_order, struct.failures = "", {}, []
-    struct.config["vectors"] = EMBEDDED
     logger.info("converted a 0.1.0 e2rag store (%d vector namespaces)", len(namespaces))
-    conversion = Conversion(storage_context.index_store, namespaces)
-    return Stores(graph, vectors, storage_context.docstore), EMBEDDED, conversion
+    return graph, vectors, Conversion(storage_context.index_store, namespaces)
 
 
 def copy_graph(
@@ -198,7 +228,7 @@ def copy_graph(
 
 
 def legacy_records(
-    kind: str, data: SimpleVectorStoreData, graph: NetworkXGraphStore
+    kind: str, data: "SimpleVectorStoreData", graph: NetworkXGraphStore
 ) -> list[VectorRecord]:
     """Vector records of one 0.1.0 namespace (texts from the graph, which embedded them)."""
     records = []
@@ -219,9 +249,12 @@ def legacy_records(
     return records
 
 
-def read_legacy_vectors(persist_dir: Path) -> dict[str, SimpleVectorStore]:
+def read_legacy_vectors(persist_dir: Path) -> dict[str, "SimpleVectorStore"]:
     """The ``e2rag_<kind>`` namespaces of a 0.1.0 persist directory, read with plain ``json``
     (llama-index's loader type-checks every float, minutes on a novel)."""
+    # llama-index (heavy): see open_legacy
+    from llama_index.core.vector_stores.simple import SimpleVectorStore, SimpleVectorStoreData
+
     stores = {}
     for path in sorted(persist_dir.glob(f"{LEGACY_PREFIX}*{LEGACY_SUFFIX}")):
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -234,34 +267,17 @@ def read_legacy_vectors(persist_dir: Path) -> dict[str, SimpleVectorStore]:
     return stores
 
 
-def migrate_store(persist_dir: Path) -> dict[str, dict[str, int]]:
-    """Convert a 0.1.0 persist directory in place, or finish a conversion killed after its
-    commit (``Conversion``); returns node counts and vectors per kind."""
-    from llama_index.core import load_index_from_storage
+def legacy_storage(persist_dir: Path, fast: bool = False) -> "StorageContext":
+    """The storage context of the 0.1.0 store in ``persist_dir``, which llama-index's
+    ``load_index_from_storage`` opens (converting it in memory). ``fast`` reads the old vector
+    files with ``read_legacy_vectors`` (for ``e2rag migrate``, which saves at once)."""
+    # llama-index (heavy): see open_legacy
+    from llama_index.core.storage.storage_context import StorageContext
+    from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-    from llama_index_e2rag.index import E2RAGIndex
-    from llama_index_e2rag.persist.load import is_legacy, load_index
-
-    persist_dir = Path(persist_dir)
-    if is_legacy(persist_dir):
-        storage = StorageContext.from_defaults(
-            persist_dir=str(persist_dir),
-            vector_stores={**read_legacy_vectors(persist_dir), "default": SimpleVectorStore()},
-        )
-        index = load_index_from_storage(storage)
-    elif recorded(persist_dir):
-        index = load_index(persist_dir)  # converted; its persist removes what is left of 0.1.0
-    else:
-        raise E2RAGError(
-            f"{persist_dir} holds no llama-index-e2rag 0.1.0 store (its index_store.json keeps "
-            "no 0.1.0 graph) and no unfinished conversion of one"
-        )
-    if not isinstance(index, E2RAGIndex):
-        raise E2RAGError(f"{persist_dir} holds a {type(index).__name__}, not an e2rag index")
-    index.storage_context.persist(str(persist_dir))
-    vectors = index.stores.vectors
-    kinds = {k for k in index.graph_store.counts()["nodes"]}
-    return {
-        "nodes": index.graph_store.counts()["nodes"],
-        "vectors": {k: vectors.count(k) for k in sorted(kinds) if vectors.count(k)},
-    }
+    if not fast:
+        return StorageContext.from_defaults(persist_dir=str(persist_dir))
+    return StorageContext.from_defaults(
+        persist_dir=str(persist_dir),
+        vector_stores={**read_legacy_vectors(Path(persist_dir)), "default": SimpleVectorStore()},
+    )

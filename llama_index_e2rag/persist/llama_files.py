@@ -43,7 +43,7 @@ class AtomicKVStore(SimpleKVStore):
     """``SimpleKVStore`` whose ``persist`` never leaves a cut file (same data and layout, so an
     existing store's class is switched in place)."""
 
-    #: called with the persist directory before the file is written (``migrate.Conversion``)
+    #: called with the persist directory before the file is written (``legacy.Conversion``)
     before_persist: Optional[Callable[[Path], None]] = None
 
     def persist(self, persist_path: str, fs: Optional[Any] = None) -> None:
@@ -59,6 +59,15 @@ class AtomicSimpleVectorStore(SimpleVectorStore):
     def persist(self, persist_path: str = "", fs: Optional[Any] = None) -> None:
         check_local(fs)
         write_checked(persist_path, json.dumps(self.data.to_dict()))
+
+
+def before_persist(storage_context: StorageContext, call: Callable[[Path], None]) -> None:
+    """Have the storage context's docstore and index store call ``call(persist_dir)`` before
+    they write their files (made atomic first: ``make_atomic``)."""
+    for store in (storage_context.docstore, storage_context.index_store):
+        kvstore = getattr(store, "_kvstore", None)
+        if isinstance(kvstore, AtomicKVStore):
+            kvstore.before_persist = call
 
 
 def make_atomic(storage_context: StorageContext) -> None:

@@ -1,10 +1,11 @@
-"""``load_index(persist_dir)``: open a persisted store after checking its files, so a damaged
-one is named with its fix instead of failing inside llama-index's JSON parsing.
+"""The storage context of a persisted store, its files checked first, so a damaged one is named
+with its fix instead of failing inside llama-index's JSON parsing (``maintenance.load`` wraps it
+as ``load_index``).
 
 ``load_index_from_storage(StorageContext.from_defaults(persist_dir=...))`` works too, but
 llama-index parses every JSON file of the folder before our code runs, so a cut
 ``docstore.json`` surfaces as ``JSONDecodeError: Expecting value`` with no file named, and a
-damaged file the index never reads (``image__vector_store.json``) stops the load. This loader
+damaged file the index never reads (``image__vector_store.json``) stops the load. This opener
 checks the files the index reads first and leaves out the ones it does not (they are rewritten
 empty by the next ``persist``); the CLI loads this way.
 """
@@ -12,14 +13,16 @@ empty by the next ``persist``); the CLI loads this way.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+
+from llama_index.core import StorageContext
+from llama_index.core.graph_stores.simple import SimpleGraphStore
 
 from llama_index_e2rag.disk.checksums import E2RAG_DIR
 from llama_index_e2rag.errors import E2RAGError, ForeignFolderError, StoreDamagedError
+from llama_index_e2rag.persist import legacy
 from llama_index_e2rag.persist.check import check_files
-
-if TYPE_CHECKING:
-    from llama_index_e2rag.index import E2RAGIndex
+from llama_index_e2rag.persist.llama_files import AtomicSimpleVectorStore
+from llama_index_e2rag.persist.ownership import Kind, inspect
 
 #: The llama-index files the index reads (the pointer is not needed: the folder is known).
 READ_FILES = ("docstore.json", "index_store.json")
@@ -37,20 +40,8 @@ def check_readable(persist_dir: Path) -> None:
     check_files(persist_dir, READ_FILES)
 
 
-def is_legacy(persist_dir: Path) -> bool:
-    """A store written by 0.1.0 (graph in the index struct; ``e2rag migrate`` converts it)."""
-    from llama_index_e2rag.persist.info import read_struct
-
-    try:
-        return bool((read_struct(persist_dir) or {}).get("graph_json"))
-    except (OSError, ValueError):
-        return False
-
-
 def no_store(folder: Path, fix: str) -> E2RAGError:
     """Why ``folder`` cannot be loaded, in one line (``fix``: how to make a store there)."""
-    from llama_index_e2rag.persist.ownership import Kind, inspect
-
     found = inspect(folder)
     if found.kind is Kind.UNFINISHED:
         return StoreDamagedError(
@@ -62,30 +53,19 @@ def no_store(folder: Path, fix: str) -> E2RAGError:
     return E2RAGError(f"no e2rag store at {folder} ({fix})")
 
 
-def load_index(persist_dir: str | Path, **kwargs: Any) -> "E2RAGIndex":
-    """The ``E2RAGIndex`` persisted in ``persist_dir`` (kwargs go to the index, e.g.
-    ``embed_model=``, ``llm=``)."""
-    from llama_index.core import StorageContext, load_index_from_storage
-    from llama_index.core.graph_stores.simple import SimpleGraphStore
-
-    from llama_index_e2rag.index import E2RAGIndex
-    from llama_index_e2rag.persist.llama_files import AtomicSimpleVectorStore
-    from llama_index_e2rag.persist.ownership import Kind, inspect
-
+def open_storage(persist_dir: Path) -> StorageContext:
+    """The storage context ``load_index_from_storage`` opens the store in ``persist_dir`` from:
+    one of ours (else the reason, ``no_store``), its read files checked; a 0.1.0 store's from
+    ``legacy``."""
     persist_dir = Path(persist_dir)
     if inspect(persist_dir).kind is not Kind.STORE:
         raise no_store(persist_dir, "persist an index there first")
-    if is_legacy(persist_dir):  # (with an e2rag/ folder beside: a conversion not committed)
-        storage = StorageContext.from_defaults(persist_dir=str(persist_dir))
-        return load_index_from_storage(storage, persist_dir=str(persist_dir), **kwargs)
+    if legacy.is_legacy(persist_dir):  # (with an e2rag/ folder beside: a conversion not committed)
+        return legacy.legacy_storage(persist_dir)
     check_readable(persist_dir)
-    storage = StorageContext.from_defaults(
+    return StorageContext.from_defaults(
         persist_dir=str(persist_dir),
         vector_store=AtomicSimpleVectorStore(),
         image_store=AtomicSimpleVectorStore(),
         graph_store=SimpleGraphStore(),
     )
-    index = load_index_from_storage(storage, persist_dir=str(persist_dir), **kwargs)
-    if not isinstance(index, E2RAGIndex):
-        raise E2RAGError(f"{persist_dir} holds a {type(index).__name__}, not an e2rag index")
-    return index

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from llama_index_e2rag.disk.checksums import CHECKSUMS_FILE, E2RAG_DIR
 from llama_index_e2rag.errors import ForeignFolderError
+from llama_index_e2rag.persist import legacy
 
 #: Written first into a folder that becomes ours (inside ``e2rag/``).
 MARKER_FILE = "owner.json"
@@ -70,7 +71,7 @@ def inspect(folder: Path) -> Folder:
     ours = folder / E2RAG_DIR
     if not entries or (entries == [E2RAG_DIR] and ours.is_dir() and not any(ours.iterdir())):
         return Folder(folder, Kind.EMPTY)  # (a save killed before its marker)
-    if _saved(folder) or _is_legacy(folder):
+    if _saved(folder) or legacy.is_legacy(folder):
         return Folder(folder, Kind.STORE)
     if has_marker(folder):
         return Folder(folder, Kind.UNFINISHED)
@@ -116,12 +117,6 @@ def _has_pointer(folder: Path) -> bool:
         return ["format", STORE_FORMAT] in triples
     except (KeyError, TypeError):
         return False
-
-
-def _is_legacy(folder: Path) -> bool:
-    from llama_index_e2rag.persist.load import is_legacy
-
-    return is_legacy(folder)
 
 
 def refusal(found: Folder, label: str) -> ForeignFolderError:

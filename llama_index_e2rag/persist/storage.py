@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from llama_index.core.graph_stores.simple import (
     DEFAULT_PERSIST_FNAME as DEFAULT_GRAPH_STORE_FILE,
@@ -38,17 +38,19 @@ from llama_index_e2rag.disk.checksums import E2RAG_DIR, Checksums, file_sum
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError, VectorStoreError
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.disk.files import swap_folder
-from llama_index_e2rag.persist.llama_files import check_local, make_atomic, write_checked
+from llama_index_e2rag.persist import legacy
+from llama_index_e2rag.persist import check as store_check
+from llama_index_e2rag.persist.legacy import Conversion
+from llama_index_e2rag.persist.llama_files import before_persist, check_local, make_atomic, write_checked
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 from llama_index_e2rag.stores.lexical import LexicalIndex
 from llama_index_e2rag.stores.locks import StoreLocks
 from llama_index_e2rag.persist.ownership import MANIFEST_FILE, POINTER, STORE_FORMAT, claim
 from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.vectors.base import VectorStorage
+from llama_index_e2rag.schema import EMBEDDED_KINDS
 from llama_index_e2rag.vectors.embedded import EmbeddedVectors
-
-if TYPE_CHECKING:
-    from llama_index_e2rag.persist.legacy import Conversion
+from llama_index_e2rag.vectors.external import LlamaIndexVectors
 
 #: The parts of our folder (``checksums.E2RAG_DIR``) inside a persist directory.
 VECTORS_DIR = "vectors"
@@ -79,7 +81,7 @@ class StoresSlot:
         stores: Stores,
         home: Optional[Path],
         label: str,
-        conversion: Optional["Conversion"] = None,
+        conversion: Optional[Conversion] = None,
     ) -> None:
         self.stores = stores
         self.home = home
@@ -92,22 +94,20 @@ class StoresSlot:
 
     def persist(self, persist_path: str, fs: Any = None) -> None:
         """Save the stores beside ``persist_path`` and write the pointer in its place; then
-        finish a conversion from 0.1.0 committed there (``migrate.finish_conversion``)."""
-        from llama_index_e2rag.persist.legacy import finish_conversion
-
+        finish a conversion from 0.1.0 committed there (``legacy.finish_conversion``)."""
         check_local(fs)
         self.convert(Path(persist_path).parent)  # (done already, before llama-index's files)
         self.save_stores(Path(persist_path))
-        finish_conversion(Path(persist_path).parent)
+        legacy.finish_conversion(Path(persist_path).parent)
 
     def convert(self, folder: Path) -> None:
-        """Commit a pending 0.1.0 conversion into ``folder`` (``migrate.Conversion``); the
+        """Commit a pending 0.1.0 conversion into ``folder`` (``legacy.Conversion``); the
         storage context's docstore and index store call this before they write their files."""
         conversion, self.conversion = self.conversion, None  # (the commit writes the index
         if conversion is None:  # store, which calls back here to find nothing pending)
             return
         try:
-            conversion.commit(self, Path(folder))
+            conversion.commit(self.save_stores, Path(folder))
         except BaseException:
             self.conversion = conversion
             raise
@@ -253,9 +253,6 @@ def open_vectors(
                 "StorageContext.from_defaults(persist_dir=..., vector_store=...)"
             )
         return _embedded(home, VECTORS_DIR), None, EMBEDDED
-    from llama_index_e2rag.ingest.pipeline import EMBEDDED_KINDS
-    from llama_index_e2rag.vectors.external import LlamaIndexVectors
-
     if isinstance(external, dict):
         missing = [k.value for k in EMBEDDED_KINDS if k.value not in external]
         if missing:
@@ -312,26 +309,36 @@ def open_stores(
     """The stores of a new or loaded index (``index_struct``: its ``E2RAGIndexStruct``, None
     when new), installed in the storage context's graph slot; returns them and the vectors'
     label. A loaded store is checked first, and the struct and docstore brought up to the
-    graph (a crash may have stopped a save between the graph's commit and ``persist``)."""
+    graph (a crash may have stopped a save between the graph's commit and ``persist``).
+
+    Args (``E2RAGIndex``'s of the same names):
+        graph_store: a ``GraphStore`` (e.g. ``PostgresGraphStore``); default: SQLite, in a
+            private file until the index is persisted, then in the persist directory.
+        vector_store: any llama-index vector store, one for the whole index (node kinds are
+            metadata, filtered at query time); default: the embedded binary vectors, saved in
+            the persist directory. ``StorageContext.from_defaults(vector_store=...)`` works too.
+        vector_stores: ``{node kind: vector store}``, for one store per kind instead.
+        persist_dir: where the index was persisted, when loading it from a folder that moved
+            (``load_index_from_storage(storage_context, persist_dir=...)``); otherwise the
+            folder is found from ``graph_store.json``.
+    """
     check_slot(storage_context)
     make_atomic(storage_context)
-    legacy = index_struct is not None and bool(index_struct.graph_json)
+    old_format = index_struct is not None and legacy.in_struct(index_struct)
     # a 0.1.0 store is its llama-index files alone (an e2rag/ folder or pointer beside them is
-    # a conversion that did not commit: ``migrate.Conversion``)
-    home = None if legacy else find_home(storage_context, persist_dir)
+    # a conversion that did not commit: ``legacy.Conversion``)
+    home = None if old_format else find_home(storage_context, persist_dir)
     slot = storage_context.graph_store
     if isinstance(slot, StoresSlot) and graph_store is None:
         return slot.stores, slot.label  # another index object over the same storage context
     if graph_store is None and isinstance(slot, GraphStore):
         graph_store = slot  # StorageContext.from_defaults(graph_store=PostgresGraphStore(...))
     conversion = None
-    if legacy:
-        from llama_index_e2rag.persist.legacy import legacy_stores
-
-        stores, label, conversion = legacy_stores(index_struct, storage_context, graph_store)
+    if old_format:
+        graph, vectors, conversion = legacy.open_legacy(index_struct, storage_context, graph_store)
+        stores, label = Stores(graph, vectors, storage_context.docstore), EMBEDDED
+        index_struct.config["vectors"] = EMBEDDED
     else:
-        from llama_index_e2rag.persist import check as store_check
-
         built = index_struct is not None and bool(index_struct.config)
         if built and home is None and graph_store is None:
             raise StoreDamagedError(
@@ -369,25 +376,16 @@ def open_stores(
             if home is not None:
                 store_check.check_counts(stores, home.parent)
                 bind(stores, home)
-                forget_converted(storage_context, home.parent)
+                legacy.forget_converted(storage_context.vector_stores, home.parent)
             if home is not None or (graph_store is not None and graph.doc_orders()):
                 stores.reconcile_docstore()
             stores.sync()
     storage_context.graph_store = StoresSlot(  # type: ignore[assignment]
         stores, home, label, conversion
     )
-    if conversion is not None:
-        conversion.hook(storage_context)
+    if conversion is not None:  # committed before llama-index's own files are written
+        before_persist(storage_context, storage_context.graph_store.convert)
     return stores, label
-
-
-def forget_converted(storage_context: StorageContext, folder: Path) -> None:
-    """Leave out 0.1.0's vector files that a committed conversion still has to remove (read
-    as vector stores by llama-index's loader, they would be written back by ``persist``)."""
-    from llama_index_e2rag.persist.legacy import LEGACY_SUFFIX, recorded
-
-    for name in recorded(folder):
-        storage_context.vector_stores.pop(name[: -len(LEGACY_SUFFIX)], None)
 
 
 def label_of(config: Mapping[str, Any]) -> str:
