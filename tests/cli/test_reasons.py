@@ -11,6 +11,7 @@ import pytest
 
 import llama_index_e2rag.cli.show as show
 import llama_index_e2rag.cli.store as cli_store
+import llama_index_e2rag.maintenance.load as maintenance_load
 from llama_index_e2rag.cli.entry import main
 from llama_index_e2rag.errors import (
     BadDocumentError,
@@ -130,7 +131,7 @@ def test_a_failed_load_names_the_store_whatever_function_failed(
         raise cause
 
     monkeypatch.setattr(cli_store, "has_store", lambda folder: True)
-    monkeypatch.setattr(cli_store, "load_index", load_index)
+    monkeypatch.setattr(maintenance_load, "load_index", load_index)
     line = _line(capsys, ["query", "Who?", "--store", str(store), "--quiet"])
     assert line.startswith(f"e2rag: error: could not load the store {store} (")
     assert f"if it is damaged, run e2rag repair --store {store}" in line

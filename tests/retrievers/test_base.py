@@ -136,7 +136,7 @@ def test_a_retriever_without_a_retrieval_cannot_be_made(index: E2RAGIndex) -> No
         pass
 
     with pytest.raises(TypeError, match="_run"):
-        Unwritten(index._stores, index._embed_model)  # type: ignore[abstract]
+        Unwritten(index._stores, index.embed_model)  # type: ignore[abstract]
 
 
 def test_the_blocking_path_refuses_a_coroutine_that_waits_for_real() -> None:
@@ -165,7 +165,7 @@ class ThreadRecordingLLM(ScriptedLLM):
 def test_an_llm_call_of_the_async_path_is_awaited_on_the_event_loop(index: E2RAGIndex) -> None:
     llm = ThreadRecordingLLM()
     retriever = EventGraphRetriever(
-        index._stores, index._embed_model, LLMRunner(llm), decompose="llm"
+        index._stores, index.embed_model, LLMRunner(llm), decompose="llm"
     )
 
     async def ask() -> int:
