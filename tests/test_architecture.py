@@ -51,3 +51,74 @@ def test_the_cycle_check_sees_function_level_imports(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = grimp.build_graph("cyclic_pkg", cache_dir=None)
     assert graph.find_modules_directly_imported_by("cyclic_pkg.b") == {"cyclic_pkg.a"}
+
+
+# -- function-level imports (issue 24: one stays only where it defers a heavy dependency) -------
+
+def uncommented_function_imports(source: str) -> list[int]:
+    """Lines of the imports of ``PACKAGES``' own modules made inside a function with no comment
+    saying what they defer: on the import's own lines, on a comment line just above it, or
+    inherited from the import just above it (one comment above a run of imports covers it)."""
+    import ast
+    import io
+    import tokenize
+
+    tree = ast.parse(source)
+    comments = {tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                if tok.type == tokenize.COMMENT}
+    lines = source.splitlines()
+
+    def own(node: ast.AST) -> bool:
+        if isinstance(node, ast.ImportFrom):
+            return node.level > 0 or (node.module or "").split(".")[0] in PACKAGES
+        return isinstance(node, ast.Import) and any(
+            alias.name.split(".")[0] in PACKAGES for alias in node.names)
+
+    inside = {node for function in ast.walk(tree)
+              if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for node in ast.walk(function) if isinstance(node, (ast.Import, ast.ImportFrom))}
+    covered: set[int] = set()  # last lines of commented function-level imports
+    missing = []
+    for node in sorted(inside, key=lambda n: n.lineno):
+        above = node.lineno - 1
+        if (comments & set(range(node.lineno, node.end_lineno + 1))
+                or (above in comments and lines[above - 1].lstrip().startswith("#"))
+                or above in covered):
+            covered.add(node.end_lineno)
+        elif own(node):
+            missing.append(node.lineno)
+    return missing
+
+
+def test_every_function_level_import_of_our_modules_says_what_it_defers():
+    missing = [f"{path.relative_to(ROOT)}:{line}"
+               for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))
+               for line in uncommented_function_imports(path.read_text(encoding="utf-8"))]
+    assert missing == [], ("import these at the module top, or say what they defer "
+                           "(`# deferred: llama-index, ~1 s`):\n" + "\n".join(missing))
+
+
+def test_the_deferred_import_check_reports_an_uncommented_one():
+    source = '''
+import json
+from llama_index_e2rag.errors import E2RAGError
+
+
+def bare():
+    x = 1  # a comment about x, not about the import below
+    from llama_index_e2rag.schema import NodeKind
+    import lightrag_ext.rag
+    from . import sibling
+    import networkx  # a third-party import is not this rule's business
+    return NodeKind
+
+
+def explained():
+    # deferred: llama-index (~1 s)
+    from llama_index_e2rag.index import E2RAGIndex
+    from llama_index_e2rag.retrievers import RETRIEVERS
+
+    from lightrag_ext.storage import layer_workspace  # deferred: LightRAG
+    return E2RAGIndex, RETRIEVERS, layer_workspace
+'''
+    assert uncommented_function_imports(source) == [8, 9, 10]

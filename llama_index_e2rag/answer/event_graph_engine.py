@@ -26,7 +26,10 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llama_index_e2rag.answer.extractive import ExtractiveSynthesizer
+from llama_index_e2rag.answer.query_engine import ENGINE_ARGS, answer_args, refuse_offline
 from llama_index_e2rag.errors import E2RAGError
+from llama_index_e2rag.extract.event_graph.prompts import ENRICH_PROMPT
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.retrievers.event_graph import EventGraphRetriever
 
@@ -103,8 +106,6 @@ class EventGraphQueryEngine(BaseQueryEngine):
         return {}
 
     def _get_prompts(self) -> PromptDictType:
-        from llama_index_e2rag.extract.event_graph.prompts import ENRICH_PROMPT
-
         return {
             "decompose_prompt": self._retriever.get_prompts()["decompose_prompt"],
             "enrich_prompt": self._enrich_prompt or ENRICH_PROMPT,
@@ -209,8 +210,6 @@ def build_event_graph_engine(
     evidence instead of the enrich stage; the synthesizer's own arguments (``response_mode``,
     ``text_qa_template`` …) have no stage to shape here and are refused in one line.
     """
-    from llama_index_e2rag.answer.query_engine import ENGINE_ARGS, answer_args, refuse_offline
-
     unknown = set(engine_kwargs) - ENGINE_ARGS
     if unknown:
         raise TypeError(f"unknown query engine argument(s): {', '.join(sorted(unknown))}")
@@ -235,7 +234,6 @@ def build_event_graph_engine(
         )
     if llm is not None:
         return EventGraphQueryEngine(retriever, llm=llm, **common)
-    from llama_index_e2rag.answer.extractive import ExtractiveSynthesizer
 
     offline = ExtractiveSynthesizer(
         embed_model=embed_model,

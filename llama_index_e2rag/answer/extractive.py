@@ -48,6 +48,7 @@ from llama_index_e2rag.llm.no_llm import NoLLM
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.context.story_position import (
     StoryMap, describe_position, source_name, story_map)
+from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.text import split_sentences
 
 logger = logging.getLogger(__name__)
@@ -150,8 +151,6 @@ class ExtractiveSynthesizer(BaseSynthesizer):
     @classmethod
     def from_index(cls, index: Any, **kwargs: Any) -> "ExtractiveSynthesizer":
         """Use the index's embedding model, graph (for story positions) and spaCy pipeline."""
-        from llama_index_e2rag.retrievers.parsing import extractors_parser
-
         kwargs.setdefault("embed_model", getattr(index, "embed_model", None))
         kwargs.setdefault("graph_store", getattr(index, "graph_store", None))
         kwargs.setdefault("spacy_model", extractors_parser(getattr(index, "extractors", ())).model)

@@ -29,6 +29,7 @@ from llama_index.core.response_synthesizers.base import QueryTextType
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
+from llama_index_e2rag.answer.extractive import ExtractiveSynthesizer
 from llama_index_e2rag.context.evidence import ContextOrder, bundle_from_retrieved
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.graph.base import GraphStore
@@ -206,7 +207,6 @@ def build_query_engine(
     synthesizer: Optional[BaseSynthesizer] = engine_kwargs.pop("response_synthesizer", None)
     if synthesizer is None and answer_llm is None:
         refuse_offline(answer_args(engine_kwargs))
-        from llama_index_e2rag.answer.extractive import ExtractiveSynthesizer
 
         synthesizer = ExtractiveSynthesizer(
             embed_model=embed_model,

@@ -10,12 +10,16 @@ from pathlib import Path
 from llama_index_e2rag.app.query import query_advice
 from llama_index_e2rag.cli.store import has_store, load_store
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError
+from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_MODES
+from llama_index_e2rag.persist.check import full_check
+from llama_index_e2rag.persist.info import StoreSummary, summarize
+from llama_index_e2rag.schema import NodeKind
+from llama_index_e2rag.visualize import write_page
 
 if TYPE_CHECKING:
     from llama_index_e2rag.graph.base import GraphStore
     from llama_index_e2rag.index import E2RAGIndex
-    from llama_index_e2rag.persist.info import StoreSummary
 
 #: How ``show`` and ``index`` name ChronoRAG's layer-0 chunks (kind ``chunk``, not extraction).
 CHRONO_CHUNK_LABEL = "chunk (chrono layer 0)"
@@ -49,8 +53,6 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def run(args: argparse.Namespace) -> int:
     """``e2rag show``: the store's health, documents, node and edge counts, builders, LLM
     spending and extraction failures; with ``--html``, the story page instead."""
-    from llama_index_e2rag.persist.check import full_check
-
     if getattr(args, "html", None) is not None:
         return write_story_page(args)
     unused = [
@@ -63,7 +65,6 @@ def run(args: argparse.Namespace) -> int:
             f"{', '.join(unused)} apply only with --html FILE, e.g. e2rag show --store "
             f"{args.store} --html story.html {unused[0]} ..."
         )
-    from llama_index_e2rag.persist.info import summarize
 
     health = full_check(args.store) if (args.store / "e2rag").is_dir() else None
     if health is not None and health.problems:
@@ -79,8 +80,6 @@ def run(args: argparse.Namespace) -> int:
     if summary is None:  # no store (load_store says so) or a 0.1.0 store: load it
         summary = _loaded_summary(load_store(args.store))
     elif summary.nodes.get("topic"):  # SentGraph's sentences, apart from the extraction's
-        from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
-
         graph = SQLiteGraphStore.open_existing(args.store / "e2rag" / GRAPH_FILE)
         try:
             summary.nodes = sentence_graph_counts(summary.nodes, graph)
@@ -113,8 +112,6 @@ def run(args: argparse.Namespace) -> int:
 def write_story_page(args: argparse.Namespace) -> int:
     """``e2rag show --html FILE``: the story page (``E2RAGIndex.visualize``), written whole;
     checked before the store is loaded so a typo costs no load."""
-    from llama_index_e2rag.visualize import write_page
-
     if args.query is not None and not args.query.strip():
         raise E2RAGError("--query is empty; ask something, e.g. --query \"Who is X?\"")
     if args.mode is not None and args.query is None:
@@ -136,8 +133,6 @@ def write_story_page(args: argparse.Namespace) -> int:
 
 
 def _loaded_summary(index: "E2RAGIndex") -> "StoreSummary":
-    from llama_index_e2rag.persist.info import StoreSummary
-
     orders = index.graph_store.doc_orders()
     documents = sorted(
         (orders[doc_id], doc_id, len(info.node_ids)) for doc_id, info in index.ref_doc_info.items()
@@ -155,8 +150,6 @@ def _loaded_summary(index: "E2RAGIndex") -> "StoreSummary":
 def node_counts(graph: "GraphStore") -> dict[str, int]:
     """Nodes per kind, ChronoRAG's layer-0 chunks and SentGraph's sentences counted apart from
     the extraction's."""
-    from llama_index_e2rag.schema import NodeKind
-
     counts = dict(graph.counts()["nodes"])
     layer0 = sum(1 for c in graph.nodes(NodeKind.CHUNK) if c.attrs.get("layer") == 0)
     if layer0:
@@ -168,8 +161,6 @@ def node_counts(graph: "GraphStore") -> dict[str, int]:
 def sentence_graph_counts(counts: dict[str, int], graph: "GraphStore") -> dict[str, int]:
     """``counts`` with SentGraph's sentences (only a graph with topics has them) moved from
     ``sentence`` to a ``SENTGRAPH_LABEL`` per role."""
-    from llama_index_e2rag.schema import NodeKind
-
     if not counts.get(NodeKind.TOPIC.value):
         return counts
     counts = dict(counts)

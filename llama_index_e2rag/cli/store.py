@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llama_index_e2rag.errors import E2RAGError, StoreLoadError
-from llama_index_e2rag.persist.load import no_store
-from llama_index_e2rag.persist.ownership import Kind, inspect
+from llama_index_e2rag.persist.ownership import Kind, inspect, no_store
 
 if TYPE_CHECKING:
     from llama_index_e2rag.index import E2RAGIndex

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from llama_index_e2rag.cli.store import load_store
 from llama_index_e2rag.errors import E2RAGError
+from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.modes import layer_missing_cli
 
 
@@ -28,7 +29,6 @@ def run(args: argparse.Namespace) -> int:
     adds it."""
     # deferred: the event graph and the timeline import llama-index
     from llama_index_e2rag.context.timeline import entity_timeline, format_timeline, timeline_dict
-    from llama_index_e2rag.extract.event_graph.entities import fused_entities
 
     if args.limit is not None and args.limit < 1:
         raise E2RAGError(f"--limit must be at least 1, got {args.limit}")

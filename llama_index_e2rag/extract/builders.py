@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import importlib
 from typing import (
-    TYPE_CHECKING,
     Any,
     Iterable,
     Optional,
@@ -46,10 +45,9 @@ from llama_index.core.schema import Document, TextNode
 
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.llm.runner import LLMRunner, resolve_llm
 from llama_index_e2rag.schema import GraphEdge, GraphNode
 
-if TYPE_CHECKING:
-    from llama_index_e2rag.llm.runner import LLMRunner
 
 #: ``{"chunk_id": ..., "reason": ...}``: a part of a document a builder could not process.
 BuildFailure = dict[str, str]
@@ -114,8 +112,6 @@ class OptionalLLM:
         if setting not in ("auto", "llm"):
             return None
         if not self._runner_resolved:
-            from llama_index_e2rag.llm.runner import LLMRunner, resolve_llm
-
             llm = resolve_llm()
             self.llm_runner = LLMRunner(llm) if llm is not None else None
             self._runner_resolved = True

@@ -21,6 +21,7 @@ from llama_index.core.schema import BaseNode, TransformComponent
 from pydantic import Field
 
 from llama_index_e2rag.background import in_thread
+from llama_index_e2rag.embeddings import available_cores
 from llama_index_e2rag.extract.base import (
     DOC_ORDER_KEY,
     attach_graph,
@@ -30,6 +31,7 @@ from llama_index_e2rag.extract.base import (
 )
 from llama_index_e2rag.extract.frames import DocFrames, Frame, Ref
 from llama_index_e2rag.extract.linking import chunk_node_id
+from llama_index_e2rag.extract.parse_pool import parse_texts
 from llama_index_e2rag.extract.spacy_model import PARSE_LOCK, SPACY_MODEL, load_spacy
 from llama_index_e2rag.extract.statements import statement
 from llama_index_e2rag.schema import (
@@ -261,7 +263,6 @@ class GroundedExtractor(TransformComponent):
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         from tqdm.auto import tqdm
 
-        from llama_index_e2rag.extract.parse_pool import parse_texts
 
         nlp = load_spacy(self.model)
         texts = [node.get_content() for node in nodes]
@@ -290,7 +291,6 @@ class GroundedExtractor(TransformComponent):
         # for workers explicitly there
         if len(texts) < PARALLEL_PARSE_CHUNKS or multiprocessing.get_start_method() != "fork":
             return 1
-        from llama_index_e2rag.embeddings import available_cores
 
         return available_cores()
 

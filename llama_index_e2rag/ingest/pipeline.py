@@ -37,6 +37,7 @@ from pydantic import PrivateAttr
 from llama_index_e2rag.ingest import node_vectors
 from llama_index_e2rag.extract.builders import DocumentBuilder, split_result
 from llama_index_e2rag.extract.base import chunk_graph_node, pop_graph
+from llama_index_e2rag.extract.linking import story_order_edges
 from llama_index_e2rag.extract.passages import (
     DEFAULT_PASSAGE_WORDS,
     build_passages,
@@ -165,8 +166,6 @@ async def stage_document(
     compares texts while it builds (``use_embed_model``). ``on_builder`` is told each
     builder's name as it starts (the progress bar's label: one book's layers take minutes).
     """
-    from llama_index_e2rag.extract.linking import story_order_edges
-
     graph = NetworkXGraphStore()
     graph.upsert_nodes(chunk_graph_node(c) for c in chunks)
     edges: list[GraphEdge] = []

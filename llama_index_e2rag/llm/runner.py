@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from llama_index_e2rag.background import in_thread, stop_all
 from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError, MissingModelError
 from llama_index_e2rag.llm.cache import CACHE_VERSION, ResponseCache
+from llama_index_e2rag.llm.no_llm import NoLLM
 from llama_index_e2rag.llm.parsing import (
     JSON_REPAIR_PROMPT,
     OutputParseError,
@@ -74,8 +75,6 @@ def resolve_llm(llm: Optional[LLM] = None) -> Optional[LLM]:
     ``Settings.llm = None`` leaves behind, i.e. the user asked for no LLM: we return None.
     So does an explicit ``NoLLM`` (``no_llm.py``).
     """
-    from llama_index_e2rag.llm.no_llm import NoLLM
-
     if llm is not None:
         return None if isinstance(llm, NoLLM) else llm
     user_llm = getattr(Settings, "_llm", None)

@@ -112,6 +112,7 @@ class StoreHealth:
 
 def full_check(persist_dir: Path) -> StoreHealth:
     """Every file of a store, without llama-index or a model (``e2rag show``, ``repair``)."""
+    # deferred: networkx and pydantic (the graph stores), numpy (the vectors), ~0.7 s
     from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
     from llama_index_e2rag.vectors.embedded import EmbeddedVectors
 

@@ -15,6 +15,7 @@ from llama_index_e2rag.disk.checksums import E2RAG_DIR
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 from llama_index_e2rag.persist.index_store import read_struct
 from llama_index_e2rag.persist.legacy import in_struct
+from llama_index_e2rag.schema import NodeKind
 
 #: Class names of the restorable document builders (``builders.RESTORABLE_BUILDERS``'s, whose
 #: module imports llama-index).
@@ -74,6 +75,4 @@ def summarize(store: Path, chrono_label: str) -> Optional[StoreSummary]:
 
 
 def _chunk_kind() -> Any:
-    from llama_index_e2rag.schema import NodeKind
-
     return NodeKind.CHUNK

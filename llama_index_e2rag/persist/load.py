@@ -18,11 +18,11 @@ from llama_index.core import StorageContext
 from llama_index.core.graph_stores.simple import SimpleGraphStore
 
 from llama_index_e2rag.disk.checksums import E2RAG_DIR
-from llama_index_e2rag.errors import E2RAGError, ForeignFolderError, StoreDamagedError
+from llama_index_e2rag.errors import StoreDamagedError
 from llama_index_e2rag.persist import legacy
 from llama_index_e2rag.persist.check import check_files
 from llama_index_e2rag.persist.llama_files import AtomicSimpleVectorStore
-from llama_index_e2rag.persist.ownership import Kind, inspect
+from llama_index_e2rag.persist.ownership import Kind, inspect, no_store
 
 #: The llama-index files the index reads (the pointer is not needed: the folder is known).
 READ_FILES = ("docstore.json", "index_store.json")
@@ -38,19 +38,6 @@ def check_readable(persist_dir: Path) -> None:
             "interrupted before it finished?); index the documents again into it"
         )
     check_files(persist_dir, READ_FILES)
-
-
-def no_store(folder: Path, fix: str) -> E2RAGError:
-    """Why ``folder`` cannot be loaded, in one line (``fix``: how to make a store there)."""
-    found = inspect(folder)
-    if found.kind is Kind.UNFINISHED:
-        return StoreDamagedError(
-            f"{folder} holds an e2rag store whose first save did not finish (interrupted?); "
-            f"index the documents into it again"
-        )
-    if found.kind is Kind.FOREIGN:
-        return ForeignFolderError(f"no e2rag store at {folder}: it {found.why}")
-    return E2RAGError(f"no e2rag store at {folder} ({fix})")
 
 
 def open_storage(persist_dir: Path) -> StorageContext:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llama_index_e2rag.disk.checksums import CHECKSUMS_FILE, E2RAG_DIR
-from llama_index_e2rag.errors import ForeignFolderError
+from llama_index_e2rag.errors import E2RAGError, ForeignFolderError, StoreDamagedError
 from llama_index_e2rag.persist import legacy
 
 #: Written first into a folder that becomes ours (inside ``e2rag/``).
@@ -170,3 +170,16 @@ def release(folder: Path, was: Kind) -> None:
     home.rmdir()
     if was is Kind.MISSING:
         Path(folder).rmdir()
+
+
+def no_store(folder: Path, fix: str) -> E2RAGError:
+    """Why ``folder`` cannot be loaded, in one line (``fix``: how to make a store there)."""
+    found = inspect(folder)
+    if found.kind is Kind.UNFINISHED:
+        return StoreDamagedError(
+            f"{folder} holds an e2rag store whose first save did not finish (interrupted?); "
+            f"index the documents into it again"
+        )
+    if found.kind is Kind.FOREIGN:
+        return ForeignFolderError(f"no e2rag store at {folder}: it {found.why}")
+    return E2RAGError(f"no e2rag store at {folder} ({fix})")

@@ -25,8 +25,7 @@ from llama_index_e2rag.graph.base import DocRows
 from llama_index_e2rag.persist import legacy
 from llama_index_e2rag.persist.check import StoreHealth
 from llama_index_e2rag.persist.llama_files import write_checked
-from llama_index_e2rag.persist.load import no_store
-from llama_index_e2rag.persist.ownership import Kind, inspect, mark
+from llama_index_e2rag.persist.ownership import Kind, inspect, mark, no_store
 from llama_index_e2rag.persist.storage import INDEX_META, new_save_id, write_pointer
 from llama_index_e2rag.persist.struct import E2RAGIndexStruct
 from llama_index_e2rag.schema import NodeKind, embeddable

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
+from typing import Any, Collection, Optional, Sequence
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -55,8 +55,14 @@ from llama_index_e2rag.retrievers.base import (
 from llama_index_e2rag.context.keys import ANCHOR_KEY, EVIDENCE_KEY, SIGNALS_KEY
 from llama_index_e2rag.context.evidence import ContextBundle, bundle_from_retrieved, render_evidence
 from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError, MissingModelError
+from llama_index_e2rag.extract.prompts import (
+    HYPOTHETICAL_ANSWER_PROMPT,
+    QUERY_CUE_PROMPT,
+    QueryCues,
+)
 from llama_index_e2rag.modes import HYDE_VARIANTS
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.llm.runner import LLMRunner
 from llama_index_e2rag.ranking.e2rag import (
     EVENT_WEIGHT,
     MENTION_POOL,
@@ -80,8 +86,6 @@ from llama_index_e2rag.retrievers.vector import CHUNK_WORDS_FLOOR, chunk_result
 from llama_index_e2rag.schema import GraphNode, NodeKind
 from llama_index_e2rag.stores.port import Stores
 
-if TYPE_CHECKING:
-    from llama_index_e2rag.llm.runner import LLMRunner
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +186,6 @@ class EntityEventRetriever(StoresRetriever):
         if not 0.0 <= event_weight <= 1.0:
             raise ValueError(f"event_weight must be between 0 and 1, got {event_weight}")
         super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
-        from llama_index_e2rag.extract.prompts import HYPOTHETICAL_ANSWER_PROMPT, QUERY_CUE_PROMPT
 
         self.similarity_top_k = similarity_top_k
         self.hyde = hyde
@@ -194,8 +197,6 @@ class EntityEventRetriever(StoresRetriever):
         self._cue_prompt: BasePromptTemplate = QUERY_CUE_PROMPT
         self._hyde_prompt: BasePromptTemplate = HYPOTHETICAL_ANSWER_PROMPT
         if llm is not None:
-            from llama_index_e2rag.llm.runner import LLMRunner
-
             self._runner = LLMRunner(llm)
         else:
             self._runner = llm_runner
@@ -400,8 +401,6 @@ class EntityEventRetriever(StoresRetriever):
         if self._runner is None:
             entities, events = self._parser.parse_query(text)
         else:
-            from llama_index_e2rag.extract.prompts import QueryCues
-
             try:
                 cues = await io.call(
                     self._runner.structured,

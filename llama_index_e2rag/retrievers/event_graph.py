@@ -40,6 +40,7 @@ from llama_index_e2rag.context.evidence import format_position
 from llama_index_e2rag.errors import E2RAGError, LLMOutputError, LLMTimeoutError, MissingModelError
 from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.extract.event_graph.prompts import (
+    DECOMPOSE_PROMPT,
     EVENTGRAPH_DECOMPOSE,
     draft_of,
     parse_decomposition,
@@ -60,6 +61,7 @@ from llama_index_e2rag.ranking.event_graph import (
 from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
 from llama_index_e2rag.retrievers.budget import within_budget
+from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import chunk_metadata, chunk_result
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, sort_by_position
 from llama_index_e2rag.stores.state_cache import StateCache
@@ -223,8 +225,6 @@ class EventGraphRetriever(StoresRetriever):
         self.decompose = decompose
 
     def _get_prompts(self) -> PromptDictType:
-        from llama_index_e2rag.extract.event_graph.prompts import DECOMPOSE_PROMPT
-
         return {"decompose_prompt": self._decompose_prompt or DECOMPOSE_PROMPT}
 
     def _update_prompts(self, prompts_dict: PromptDictType) -> None:
@@ -257,8 +257,6 @@ class EventGraphRetriever(StoresRetriever):
     def _parse(self, query: str, draft: str, how: DecomposedBy) -> Decomposition:
         """The offline decomposition: the question's entity phrases and its clauses."""
         if self._parser is None:
-            from llama_index_e2rag.retrievers.parsing import extractors_parser
-
             self._parser = extractors_parser(())
         entities, sub_queries = self._parser.parse_query(query)
         return Decomposition(draft, entities, sub_queries, how)

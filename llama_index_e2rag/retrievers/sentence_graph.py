@@ -36,6 +36,7 @@ from llama_index_e2rag.errors import (
     LLMTimeoutError,
     MissingModelError,
 )
+from llama_index_e2rag.extract.sentence_graph.prompts import EvidencePath, REFINE_PROMPT
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.stores.lexical import LexicalIndex
@@ -58,6 +59,7 @@ from llama_index_e2rag.ranking.sentence_graph import (
 from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
 from llama_index_e2rag.retrievers.budget import within_budget
+from llama_index_e2rag.retrievers.sentence_graph_refine import llm_refine
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind
 from llama_index_e2rag.stores.state_cache import StateCache
@@ -242,8 +244,6 @@ class SentenceGraphRetriever(StoresRetriever):
         return "retrieval" if self.order == "path" else "story"
 
     def _get_prompts(self) -> PromptDictType:
-        from llama_index_e2rag.extract.sentence_graph.prompts import REFINE_PROMPT
-
         return {"refine_prompt": self._refine_prompt or REFINE_PROMPT}
 
     def _update_prompts(self, prompts_dict: PromptDictType) -> None:
@@ -251,9 +251,6 @@ class SentenceGraphRetriever(StoresRetriever):
 
     async def _llm_refine(self, question: str, candidates: Sequence[tuple[str, str]]) -> Refinement:
         """The paper's refinement prompt (A.4) through the index's runner, one path per anchor."""
-        from llama_index_e2rag.extract.sentence_graph.prompts import EvidencePath
-        from llama_index_e2rag.retrievers.sentence_graph_refine import llm_refine
-
         prompt = self._get_prompts()["refine_prompt"]
         paths = [EvidencePath(topic, text) for topic, text in candidates]
         answer = await llm_refine(self._llm_runner, prompt, question, paths)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional, Se
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
+from llama_index_e2rag.extract.base import chunk_doc_id
 from llama_index_e2rag.extract.builders import OptionalLLM
 from llama_index_e2rag.extract.sentence_graph.bridges import (
     TopicText,
@@ -42,6 +43,7 @@ from llama_index_e2rag.extract.sentence_graph.llm_relations import (
     SegmentRelations,
     llm_segment_relations,
 )
+from llama_index_e2rag.extract.sentence_graph.prompts import BRIDGE_PROMPT, NN_PROMPT, NS_PROMPT
 from llama_index_e2rag.extract.sentence_graph.segments import (
     Segment,
     TopicSource,
@@ -110,12 +112,6 @@ class SentenceGraphBuilder(OptionalLLM, PromptMixin):
         ns_prompt: Optional[BasePromptTemplate] = None,
         bridge_prompt: Optional[BasePromptTemplate] = None,
     ) -> None:
-        from llama_index_e2rag.extract.sentence_graph.prompts import (
-            BRIDGE_PROMPT,
-            NN_PROMPT,
-            NS_PROMPT,
-        )
-
         if relations not in _RELATIONS:
             raise ValueError(f"relations must be one of {_RELATIONS}, got {relations!r}")
         if bridges not in _BRIDGES:
@@ -193,7 +189,6 @@ class SentenceGraphBuilder(OptionalLLM, PromptMixin):
         """
         from llama_index.core.schema import MetadataMode
 
-        from llama_index_e2rag.extract.base import chunk_doc_id
 
         text = document.get_content(metadata_mode=MetadataMode.NONE)
         doc_id = chunk_doc_id(chunks[0]) if chunks else document.doc_id
