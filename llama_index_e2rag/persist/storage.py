@@ -339,52 +339,68 @@ def open_stores(
         stores, label = Stores(graph, vectors, storage_context.docstore), EMBEDDED
         index_struct.config["vectors"] = EMBEDDED
     else:
-        built = index_struct is not None and bool(index_struct.config)
-        if built and home is None and graph_store is None:
-            raise StoreDamagedError(
-                "this index's store has no e2rag folder: graph_store.json is missing or names "
-                "none (a save interrupted before it finished?); if the folder holds an e2rag/ "
-                "directory, run: e2rag repair --store <folder>; otherwise index the documents "
-                "again"
-            )
-        locks = StoreLocks(home, getattr(graph_store, "writer_lock", None))
-        with locks.reading():  # no commit of another process lands while we open and check
-            if home is not None:
-                store_check.check_files(home.parent)
-            graph = graph_store if graph_store is not None else open_graph(home)
-            if index_struct is not None:
-                restore_struct(graph, index_struct)
-            config = index_struct.config if index_struct is not None else {}
-            try:
-                vectors, copy, label = open_vectors(
-                    storage_context, config, home, vector_store, vector_stores
-                )
-            except VectorStoreError as exc:
-                if home is None or label_of(config) != EMBEDDED:
-                    raise
-                raise StoreDamagedError(f"{exc}; {repair_hint(home.parent)}") from exc
-            stores = Stores(
-                graph, vectors, storage_context.docstore, copy, open_lexical(home), locks
-            )
-            if home is None and label == EMBEDDED and graph.doc_orders():
-                raise E2RAGError(
-                    "this index's graph has documents but its vectors were saved in a persist "
-                    "directory that cannot be found (a graph_store given to StorageContext "
-                    "hides graph_store.json); pass load_index_from_storage(storage_context, "
-                    "persist_dir=...)"
-                )
-            if home is not None:
-                store_check.check_counts(stores, home.parent)
-                bind(stores, home)
-                legacy.forget_converted(storage_context.vector_stores, home.parent)
-            if home is not None or (graph_store is not None and graph.doc_orders()):
-                stores.reconcile_docstore()
-            stores.sync()
+        stores, label = _open_current(
+            storage_context, index_struct, graph_store, vector_store, vector_stores, home
+        )
     storage_context.graph_store = StoresSlot(  # type: ignore[assignment]
         stores, home, label, conversion
     )
     if conversion is not None:  # committed before llama-index's own files are written
         before_persist(storage_context, storage_context.graph_store.convert)
+    return stores, label
+
+
+def _open_current(
+    storage_context: StorageContext,
+    index_struct: Any,
+    graph_store: Optional[GraphStore],
+    vector_store: Any,
+    vector_stores: Optional[Mapping[str, Any]],
+    home: Optional[Path],
+) -> tuple[Stores, str]:
+    """``open_stores`` for today's format: checked, opened and brought up to the graph under
+    the read lock, so that no other process's commit lands in between."""
+    built = index_struct is not None and bool(index_struct.config)
+    if built and home is None and graph_store is None:
+        raise StoreDamagedError(
+            "this index's store has no e2rag folder: graph_store.json is missing or names "
+            "none (a save interrupted before it finished?); if the folder holds an e2rag/ "
+            "directory, run: e2rag repair --store <folder>; otherwise index the documents "
+            "again"
+        )
+    locks = StoreLocks(home, getattr(graph_store, "writer_lock", None))
+    with locks.reading():  # no commit of another process lands while we open and check
+        if home is not None:
+            store_check.check_files(home.parent)
+        graph = graph_store if graph_store is not None else open_graph(home)
+        if index_struct is not None:
+            restore_struct(graph, index_struct)
+        config = index_struct.config if index_struct is not None else {}
+        try:
+            vectors, copy, label = open_vectors(
+                storage_context, config, home, vector_store, vector_stores
+            )
+        except VectorStoreError as exc:
+            if home is None or label_of(config) != EMBEDDED:
+                raise
+            raise StoreDamagedError(f"{exc}; {repair_hint(home.parent)}") from exc
+        stores = Stores(
+            graph, vectors, storage_context.docstore, copy, open_lexical(home), locks
+        )
+        if home is None and label == EMBEDDED and graph.doc_orders():
+            raise E2RAGError(
+                "this index's graph has documents but its vectors were saved in a persist "
+                "directory that cannot be found (a graph_store given to StorageContext "
+                "hides graph_store.json); pass load_index_from_storage(storage_context, "
+                "persist_dir=...)"
+            )
+        if home is not None:
+            store_check.check_counts(stores, home.parent)
+            bind(stores, home)
+            legacy.forget_converted(storage_context.vector_stores, home.parent)
+        if home is not None or (graph_store is not None and graph.doc_orders()):
+            stores.reconcile_docstore()
+        stores.sync()
     return stores, label
 
 
