@@ -1,5 +1,5 @@
 """How often the offline answer's first sentence holds the answer (FairytaleQA), and the fit of
-the answer ranking's rank weight (``extractive.W_RANK``) on **train** only.
+the answer ranking's rank weight (``answer.reading.W_RANK``) on **train** only.
 
     python -m benchmarks.answer_line --split val                 # report
     python -m benchmarks.answer_line --split train --stories 25 --fit
@@ -34,7 +34,7 @@ from llama_index.core import Document
 from benchmarks.loaders import DEFAULT_DATA_ROOT, load_fairytaleqa
 from benchmarks.scoring import answer_token_recall
 from benchmarks.systems import make_embed_model
-from llama_index_e2rag.extractive import AnswerWeights, ExtractiveSynthesizer, Reading
+from llama_index_e2rag.answer.extractive import AnswerWeights, ExtractiveSynthesizer, Reading
 
 GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
 
@@ -78,7 +78,7 @@ def collect(
     return out
 
 
-#: Shapes of the rank term tried by ``--fit`` (``extractive.rank_prior`` ships the chosen one).
+#: Shapes of the rank term tried by ``--fit`` (``answer.reading.rank_prior`` ships the chosen one).
 PRIORS: dict[str, Callable[[int], float]] = {
     "reciprocal": lambda rank: 1.0 / (1.0 + rank),
     "log": lambda rank: -math.log1p(rank),

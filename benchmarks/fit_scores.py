@@ -31,7 +31,7 @@ from llama_index.core import Document
 from benchmarks.loaders import DEFAULT_DATA_ROOT, load_fairytaleqa
 from benchmarks.scoring import QuoteIndex
 from benchmarks.systems import make_embed_model
-from llama_index_e2rag.passage_cache import narrative_state
+from llama_index_e2rag.retrievers.passage_cache import narrative_state
 from llama_index_e2rag.ranking import scores
 from llama_index_e2rag.ranking.narrative import NarrativeWeights, rank
 

@@ -102,7 +102,7 @@ def _prompt_text(prompt: Any) -> str:
 def e2rag_cost(chunks: Sequence[TextNode], combined: bool, count: TokenCounter) -> dict[str, Any]:
     """Run ``EntityEventExtractor`` with ``ScriptedLLM`` and count what the model was sent."""
     from llama_index_e2rag.extract.e2rag import EntityEventExtractor
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.llm.runner import LLMRunner
 
     llm = load_scripted_llm_class()()
     runner = LLMRunner(llm, num_workers=1)
@@ -127,7 +127,7 @@ def sentgraph_cost(sources: Sequence[tuple[str, str, list[TextNode]]],
 
     from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
     from llama_index_e2rag.graph import NetworkXGraphStore
-    from llama_index_e2rag.llm import LLMRunner, run_sync
+    from llama_index_e2rag.llm.runner import LLMRunner, run_sync
     from llama_index_e2rag.schema import NodeKind
 
     llm = load_scripted_llm_class()()

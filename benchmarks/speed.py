@@ -138,7 +138,7 @@ def _cli_seconds(folder: str, question: str) -> dict[str, float]:
     for name, args in (("query", ["query", question, "--store", folder]),
                        ("show", ["show", "--store", folder])):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "llama_index_e2rag.cli", *args], check=True,
+        subprocess.run([sys.executable, "-m", "llama_index_e2rag.cli.entry", *args], check=True,
                        capture_output=True, cwd=_REPO, env=env)
         timings[name] = time.perf_counter() - started
     return timings

@@ -21,7 +21,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import QueryFusionRetriever
 
 from llama_index_e2rag import E2RAGIndex, ExtractiveSynthesizer, MiniLMEmbedding, NoLLM
-from llama_index_e2rag.demo import sample_document
+from llama_index_e2rag.app.demo import sample_document
 
 QUESTION = "Who chased Peter round the garden?"
 MODES = ("simple", "reciprocal_rerank", "relative_score", "dist_based_score")

@@ -20,7 +20,7 @@ from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
 
 from llama_index_e2rag import E2RAGIndex, ExtractiveSynthesizer, NoLLM
-from llama_index_e2rag.demo import sample_document
+from llama_index_e2rag.app.demo import sample_document
 
 QUESTION = "Where did Peter lose his shoes?"
 

@@ -14,17 +14,15 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from lightrag.base import DocStatus
 from lightrag.operate import _get_cached_extraction_results, _rebuild_from_extraction_result
 from tqdm.auto import tqdm
 
 from lightrag_ext.gaps import is_current
+from lightrag_ext.host import LayerHost
 from lightrag_ext.layer import ChunkEntities, write_stored_doc_layer
-
-if TYPE_CHECKING:
-    from lightrag_ext.rag import E2LightRAG
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +45,7 @@ class BackfillReport:
         }
 
 
-async def _target_docs(rag: "E2LightRAG", doc_ids: Optional[list[str]]) -> dict[str, dict]:
+async def _target_docs(rag: LayerHost, doc_ids: Optional[list[str]]) -> dict[str, dict]:
     """Processed LightRAG documents to cover (requested ids that are not processed: missing)."""
     if doc_ids is None:
         found = await rag.doc_status.get_docs_by_statuses([DocStatus.PROCESSED])
@@ -57,7 +55,7 @@ async def _target_docs(rag: "E2LightRAG", doc_ids: Optional[list[str]]) -> dict[
 
 
 async def recover_entity_records(
-    rag: "E2LightRAG", chunk_ids: list[str]
+    rag: LayerHost, chunk_ids: list[str]
 ) -> dict[str, Optional[ChunkEntities]]:
     """LightRAG's per-chunk entity records from its extraction cache; None where not cached."""
     cached, chunk_data = await _get_cached_extraction_results(
@@ -85,7 +83,7 @@ async def recover_entity_records(
 
 
 async def backfill_event_layer(
-    rag: "E2LightRAG", doc_ids: Optional[list[str]] = None, *, rebuild: bool = False
+    rag: LayerHost, doc_ids: Optional[list[str]] = None, *, rebuild: bool = False
 ) -> BackfillReport:
     """Build missing, failed or outdated (or, with ``rebuild``, all) event layers of processed
     documents."""

@@ -27,6 +27,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
+from lightrag_ext.workspace_lock import held_for_server_args
 from llama_index_e2rag.errors import E2RAGError
 
 PROG = "e2rag-lightrag-backfill"
@@ -88,7 +89,6 @@ def _run(own: argparse.Namespace) -> Any:
     """Build the server's instance with LightRAG's ``create_app`` and backfill it."""
     from lightrag.api import config
 
-    from lightrag_ext.workspace_lock import held_for_server_args
 
     config.initialize_config()
     with held_for_server_args(config.global_args):
@@ -98,7 +98,7 @@ def _run(own: argparse.Namespace) -> Any:
 def _backfill_app(args: Any, own: argparse.Namespace) -> Any:
     from lightrag.api import lightrag_server
 
-    from lightrag_ext.server import install
+    from lightrag_ext.server import install  # deferred: LightRAG's API server, FastAPI (~2.5 s)
 
     install()
     built: list[Any] = []

@@ -18,7 +18,7 @@ N s"), so wrapping them again would only add a second, competing limit.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Optional, Type, TypeVar
+from typing import Any, Callable, Optional, Type, TypeVar
 
 from lightrag.utils import (
     CacheData,
@@ -32,12 +32,10 @@ from lightrag.utils import (
 )
 from pydantic import BaseModel
 
-from llama_index_e2rag.llm_parsing import OutputParseError, parse_json_output, parse_with_repair
+from llama_index_e2rag.llm.parsing import OutputParseError, parse_json_output, parse_with_repair
 
+from lightrag_ext.host import LLMHost
 from lightrag_ext.version import check_lightrag_compat
-
-if TYPE_CHECKING:
-    from lightrag import LightRAG
 
 # Every module that calls into LightRAG's internals (rag, backfill, layer, query, the server)
 # imports this one, so the guard runs here, before any of them can be used; ``import
@@ -65,7 +63,7 @@ class CachedStructuredLLM:
 
     def __init__(
         self,
-        rag: "LightRAG",
+        rag: LLMHost,
         *,
         role: str = "extract",
         mode: str = EXTRACTION_MODE,

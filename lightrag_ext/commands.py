@@ -26,6 +26,7 @@ from lightrag_ext.version import (
     UnsupportedLightRAGVersion,
     check_lightrag_compat,
 )
+from lightrag_ext.workspace_lock import held_for_server_args
 
 INSTALL_HINT = (
     "install the server extra from a checkout of llama-index-e2rag: "
@@ -37,7 +38,6 @@ def _configured_workspace() -> ContextManager[None]:
     """Hold the workspace the server's flags and ``.env`` name, for as long as it runs."""
     from lightrag.api import config
 
-    from lightrag_ext.workspace_lock import held_for_server_args
 
     return held_for_server_args(config.initialize_config())
 

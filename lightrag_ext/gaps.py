@@ -19,14 +19,12 @@ are counted when this instance opens its storages again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from lightrag.base import DocStatus
 
+from lightrag_ext.host import LayerHost
 from lightrag_ext.storage import LAYER_FORMAT_VERSION
-
-if TYPE_CHECKING:
-    from lightrag_ext.rag import E2LightRAG
 
 
 def is_current(record: dict[str, Any]) -> bool:
@@ -50,7 +48,7 @@ def layer_gap_message(missing: int, total: int) -> str:
 class LayerGaps:
     """The processed documents of ``rag`` without a current layer, counted once, then followed."""
 
-    def __init__(self, rag: "E2LightRAG") -> None:
+    def __init__(self, rag: LayerHost) -> None:
         self._rag = rag
         self._counted = False
         self._missing: set[str] = set()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 from llama_index_e2rag.extract.chunk_graph import build_chunk_graph
 from llama_index_e2rag.extract.linking import story_chain_edges
@@ -35,15 +35,11 @@ from llama_index_e2rag.extract.prompts import (
     EventExtraction,
     ExtractedEntity,
 )
-from llama_index_e2rag.prompt_text import Prompt, format_prompt
+from llama_index_e2rag.llm.prompt_text import Prompt, format_prompt
 
 from lightrag_ext.cached_llm import CachedStructuredLLM
+from lightrag_ext.host import LayerHost, LLMHost
 from lightrag_ext.storage import DocLayer
-
-if TYPE_CHECKING:
-    from lightrag import LightRAG
-
-    from lightrag_ext.rag import E2LightRAG
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +116,7 @@ def entities_from_records(records: ChunkEntities) -> list[ExtractedEntity]:
 
 
 async def build_doc_layer(
-    rag: "LightRAG",
+    rag: LLMHost,
     doc_id: str,
     chunks: list[ChunkInput],
     entity_records: dict[str, Optional[ChunkEntities]],
@@ -184,7 +180,7 @@ async def build_doc_layer(
 
 
 async def write_stored_doc_layer(
-    rag: "E2LightRAG",
+    rag: LayerHost,
     doc_id: str,
     rows: dict[str, dict[str, Any]],
     entity_records: dict[str, Optional[ChunkEntities]],
@@ -209,7 +205,7 @@ async def write_stored_doc_layer(
     return layer
 
 
-def rag_prompt(rag: "E2LightRAG", name: str, text: str) -> Prompt:
+def rag_prompt(rag: LayerHost, name: str, text: str) -> Prompt:
     """``rag``'s prompt ``name`` if it has been set or built, else ``text``, its default.
 
     ``E2LightRAG`` builds its llama-index templates on first access (``functools.cached_property``

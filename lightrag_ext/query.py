@@ -8,11 +8,13 @@ and with the same ranking code (``llama_index_e2rag.ranking``), so both packages
    instead when given. An unusable answer or one past LightRAG's LLM timeout means no cues.
 2. Seeds: each entity cue looks up ``top_k * mention_pool`` mentions, each event cue ``top_k``
    events (the query itself seeds both when there are no cues). Mentions sharing a name are
-   re-ranked by their events' similarity to the query (``ranking.rerank_mentions``), and the
-   best ``top_k`` kept.
-3. One hop over the bipartite edges (``ranking.one_hop``) gives ``V_q+``.
+   re-ranked by their events' similarity to the query, and the best ``top_k`` kept.
+3. One hop over the bipartite edges gives ``V_q+``.
 4. Every chunk behind ``V_q+`` is ranked by its similarity to the query; ``chunk_top_k`` of them
    are kept, within the token budget.
+
+Steps 2-4 are ``ranking.e2rag_ranking`` with its defaults (``EVENT_WEIGHT``, ``MENTION_POOL``),
+the very call ``EntityEventRetriever`` makes.
 
 The context is assembled as in llama_index_e2rag (``context.assemble_context``): passages in
 story order with positions, then the linearised subgraph of ``V_q+`` inside them; the answer
@@ -32,11 +34,12 @@ from lightrag.operate import QueryProgress
 from lightrag.prompt import PROMPTS
 
 from llama_index_e2rag import ranking
-from llama_index_e2rag.context import ContextBundle, Passage, assemble_context
+from llama_index_e2rag.ranking.e2rag import EVENT_WEIGHT, MENTION_POOL, clean_cues
+from llama_index_e2rag.context.evidence import ContextBundle, Passage, assemble_context
 from llama_index_e2rag.errors import LLMOutputError
 from llama_index_e2rag.extract.prompts import QUERY_CUE_TEXT, QueryCues
 from llama_index_e2rag.graph import NetworkXGraphStore
-from llama_index_e2rag.prompt_text import fill
+from llama_index_e2rag.llm.prompt_text import fill
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind
 
 from lightrag_ext.cached_llm import CachedStructuredLLM
@@ -49,12 +52,6 @@ logger = logging.getLogger(__name__)
 
 E2RAG_MODE = "e2rag"
 CUE_CACHE_TYPE = "e2rag_query_cues"
-#: ``EntityEventRetriever``'s defaults (E2LightRAG's ``e2rag_event_weight`` /
-#: ``e2rag_mention_pool``): a contested mention's score is
-#: ``(1 - w) * sim(mention, cue) + w * max sim(its events, query)``, and each entity cue
-#: fetches ``top_k * pool`` mentions so that near-tied mentions of one name compete.
-EVENT_WEIGHT = 0.5
-MENTION_POOL = 3
 #: Tokens kept free for the answer's reference list and safety (LightRAG's naive mode: 200).
 ANSWER_RESERVE_TOKENS = 200
 #: LightRAG's query progress callback (``/query/stream`` with ``include_progress``).
@@ -165,7 +162,7 @@ async def extract_cues(
     seeds retrieval.
     """
     if param.ll_keywords or param.hl_keywords:
-        return _clean(param.ll_keywords), _clean(param.hl_keywords)
+        return clean_cues(param.ll_keywords), clean_cues(param.hl_keywords)
     llm = CachedStructuredLLM(
         rag, role="keyword", mode=E2RAG_MODE, llm_kwargs={"_priority": DEFAULT_QUERY_PRIORITY}
     )
@@ -176,11 +173,7 @@ async def extract_cues(
     except (LLMOutputError, TimeoutError) as exc:  # TimeoutError: LightRAG's queue gave up
         logger.warning("e2rag query cue extraction failed (%s); seeding from the query", exc)
         return [], []
-    return _clean(cues.entities), _clean(cues.events)
-
-
-def _clean(phrases: list[str]) -> list[str]:
-    return list(dict.fromkeys(p.strip() for p in phrases if p and p.strip()))
+    return clean_cues(cues.entities), clean_cues(cues.events)
 
 
 def _take_within(items: list[str], cost: dict[str, int], budget: int, limit: int) -> list[str]:
@@ -206,8 +199,8 @@ async def retrieve(
 ) -> Optional[Retrieved]:
     """Run E²RAG retrieval; None when the event layer has nothing near the query.
 
-    The steps are llama_index_e2rag's (``EntityEventRetriever``), with the ranking itself in the
-    shared ``llama_index_e2rag.ranking``: cues, seeds (``top_k`` per cue, contested mentions
+    The steps are llama_index_e2rag's (``EntityEventRetriever``), with the ranking itself the
+    shared ``ranking.e2rag_ranking``: cues, seeds (``top_k`` per cue, contested mentions
     re-ranked by their events), one hop, then every chunk behind ``V_q+`` ranked by its
     similarity to the query (``chunk_top_k`` of them). Token budget: the subgraph gets
     ``max_entity_tokens``; passages get what remains of ``max_total_tokens`` after it, the
@@ -223,10 +216,9 @@ async def retrieve(
             np.asarray(v, dtype=float)
             for v in await rag.embedding_func([*entity_cues, *event_cues], context="query")
         ]
-    source = LayerSource(rag, layer)
     await report(progress, QueryProgress.RETRIEVING_ENTITIES)
-    graph, seeds = await ranking.find_seeds(
-        source,
+    found = await ranking.e2rag_ranking(
+        LayerSource(rag, layer),
         query_vec,
         cue_vecs[: len(entity_cues)],
         cue_vecs[len(entity_cues) :],
@@ -234,20 +226,39 @@ async def retrieve(
         mention_pool,
         event_weight,
     )
-    if not seeds:
+    if not found.seeds:
         return None
-    expanded = ranking.one_hop(graph, seeds)
-
     await report(progress, QueryProgress.RETRIEVING_CHUNKS)
-    chunk_scores = await ranking.rank_chunks(source, query_vec, expanded)
-    chunk_ids = list(dict.fromkeys(n.chunk_id for n in expanded if n.chunk_id))
+    passages, records, ranks = await _passages(rag, layer, query, param, found)
+    context_nodes, edges = await _subgraph(rag, layer, param, found, passages, ranks)
+    return Retrieved(
+        bundle=assemble_context(passages, context_nodes, edges),
+        scores={**found.seeds, **found.chunks},
+        chunk_records={p.chunk_id: records[p.chunk_id] for p in passages},
+        seeds=list(found.seeds),
+        cues=cues,
+    )
+
+
+async def _passages(
+    rag: "LightRAG",
+    layer: EventLayerStore,
+    query: str,
+    param: QueryParam,
+    found: ranking.E2RAGRanking,
+) -> tuple[list[Passage], dict[str, dict[str, Any]], dict[str, int]]:
+    """The chunks behind ``V_q+``, best first, while they fit what ``max_total_tokens`` leaves
+    after the subgraph, the answer prompt and the query (at most ``chunk_top_k``); with their
+    ``text_chunks`` records and the documents' story ranks."""
+    chunk_ids = list(dict.fromkeys(n.chunk_id for n in found.expanded if n.chunk_id))
     rows = await rag.text_chunks.get_by_ids(chunk_ids)
     records = {c: r for c, r in zip(chunk_ids, rows) if r}
     doc_records = await layer.get_records(r["full_doc_id"] for r in records.values())
     ranks = _doc_ranks(doc_records)
     positions = {c: _chunk_position(records[c], doc_records, ranks, c) for c in records}
-    ranked_chunks = sorted(records, key=lambda c: (-chunk_scores.get(c, 0.0), positions[c]))
-    count = lambda text: len(rag.tokenizer.encode(text))  # noqa: E731
+    scores = found.chunks
+    ranked_chunks = sorted(records, key=lambda c: (-scores.get(c, 0.0), positions[c]))
+    count = _token_counter(rag)
     overhead = count(PROMPTS["naive_rag_response"]) + count(query) + ANSWER_RESERVE_TOKENS
     kept = _take_within(
         ranked_chunks,
@@ -261,18 +272,31 @@ async def retrieve(
             doc_id=records[chunk_id]["full_doc_id"],
             pos=positions[chunk_id],
             text=records[chunk_id]["content"],
-            score=chunk_scores.get(chunk_id),
+            score=scores.get(chunk_id),
         )
         for chunk_id in kept
     ]
+    return passages, records, ranks
 
-    # the subgraph of V_q+ inside the passages: seeds by score, then their neighbours in story
-    # order, while they fit ``max_entity_tokens``
-    in_passages = [n for n in expanded if n.chunk_id in set(kept)]
+
+async def _subgraph(
+    rag: "LightRAG",
+    layer: EventLayerStore,
+    param: QueryParam,
+    found: ranking.E2RAGRanking,
+    passages: list[Passage],
+    ranks: dict[str, int],
+) -> tuple[list[GraphNode], list[GraphEdge]]:
+    """The subgraph of ``V_q+`` inside the passages: seeds by score, then their neighbours in
+    story order, while they fit ``max_entity_tokens``; and the edges among those nodes."""
+    kept = {p.chunk_id for p in passages}
+    seeds = found.seeds
     order = sorted(
-        in_passages, key=lambda n: (n.id not in seeds, -seeds.get(n.id, 0.0), n.pos, n.id)
+        (n for n in found.expanded if n.chunk_id in kept),
+        key=lambda n: (n.id not in seeds, -seeds.get(n.id, 0.0), n.pos, n.id),
     )
     by_id = {n.id: n for n in order}
+    count = _token_counter(rag)
     shown = _take_within(
         [n.id for n in order],
         {n.id: count(n.text) for n in order},
@@ -283,14 +307,12 @@ async def retrieve(
     shown_set = set(shown)
     links = await layer.neighbor_ids(shown)
     pairs = [(a, b) for a in shown for b in links.get(a, []) if b in shown_set]
-    edges: list[GraphEdge] = await layer.get_edges(pairs)
-    return Retrieved(
-        bundle=assemble_context(passages, context_nodes, edges),
-        scores={**seeds, **chunk_scores},
-        chunk_records={c: records[c] for c in kept},
-        seeds=list(seeds),
-        cues=cues,
-    )
+    return context_nodes, await layer.get_edges(pairs)
+
+
+def _token_counter(rag: "LightRAG") -> Callable[[str], int]:
+    """Tokens of a text by the rag's tokenizer (LightRAG's budgets are in its tokens)."""
+    return lambda text: len(rag.tokenizer.encode(text))
 
 
 def _chunk_position(

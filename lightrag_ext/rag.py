@@ -44,20 +44,16 @@ from lightrag.lightrag import _run_sync
 from lightrag.prompt import PROMPTS
 from lightrag.query_validation import validate_query_not_empty, validate_rag_query
 
+from llama_index_e2rag.ranking.e2rag import EVENT_WEIGHT, MENTION_POOL
+
 from lightrag_ext import workspace_lock
 from lightrag_ext.backfill import BackfillReport, backfill_event_layer
 from lightrag_ext.gaps import LayerGaps, layer_gap_message
 from lightrag_ext.layer import write_stored_doc_layer
 from lightrag_ext.answer import answer, no_result, user_data
-from lightrag_ext.query import (
-    E2RAG_MODE,
-    EVENT_WEIGHT,
-    MENTION_POOL,
-    ProgressCallback,
-    Retrieved,
-    retrieve,
-)
+from lightrag_ext.query import E2RAG_MODE, ProgressCallback, Retrieved, retrieve
 from lightrag_ext.storage import EventLayerStore
+from llama_index_e2rag.extract import prompts as extract_prompts  # templates built on access
 
 if TYPE_CHECKING:
     from llama_index.core.prompts import BasePromptTemplate
@@ -112,16 +108,12 @@ class E2LightRAG(LightRAG):
     @cached_property
     def event_prompt(self) -> BasePromptTemplate:
         """The event prompt, a llama-index template receiving ``{text}``; settable."""
-        from llama_index_e2rag.extract.prompts import EVENT_EXTRACTION_PROMPT
-
-        return EVENT_EXTRACTION_PROMPT
+        return extract_prompts.EVENT_EXTRACTION_PROMPT
 
     @cached_property
     def mention_prompt(self) -> BasePromptTemplate:
         """The fallback mention prompt, a llama-index template receiving ``{text}``; settable."""
-        from llama_index_e2rag.extract.prompts import ENTITY_EXTRACTION_PROMPT
-
-        return ENTITY_EXTRACTION_PROMPT
+        return extract_prompts.ENTITY_EXTRACTION_PROMPT
 
     def get_prompts(self) -> dict[str, BasePromptTemplate]:
         """The event prompt and the fallback mention prompt (both receive ``{text}``)."""

@@ -135,6 +135,7 @@ def held_for_server_args(args: Any) -> Iterator[None]:
     ``global_args``) when it names a file storage, before LightRAG builds anything: a refusal
     is then the only thing the command prints and nothing is written. The instance the server
     builds later shares this hold."""
+    # deferred: LightRAG and its storages (~2.5 s); the lock itself needs only fcntl
     from lightrag_ext.storage import check_not_lightrag_workspace, layer_workspace
 
     names = (args.kv_storage, args.graph_storage, args.vector_storage, args.doc_status_storage)

@@ -54,3 +54,32 @@ class StoreDamagedError(E2RAGError):
 class ForeignFolderError(E2RAGError):
     """A folder given to save into holds files that are not ours (or is not a folder): nothing
     is written there; the message names it, a few of its files, and what to give instead."""
+
+
+class DamagedFileError(StoreDamagedError):
+    """A file is damaged, found by code that reads it without knowing the store around it (a
+    graph's JSON or database, a vector file): the message names the file and what is wrong, not
+    the store's fix, which whoever knows the store adds (the CLI: ``e2rag repair --store DIR``)."""
+
+
+class CorruptGraphError(GraphStoreError, DamagedFileError):
+    """A persisted graph cannot be parsed (cut short, not JSON, not nodes and edges)."""
+
+
+class DamagedVectorsError(VectorStoreError, DamagedFileError):
+    """A vector file or its manifest does not match what was saved (cut short, changed)."""
+
+
+class StoreLoadError(E2RAGError):
+    """Loading a store failed for a reason its checks did not foresee (the cause is chained:
+    llama-index could not parse a file, or a bug); ``store`` is the folder that was loaded."""
+
+    def __init__(self, store: object, cause: BaseException) -> None:
+        self.store = store
+        self.cause = cause
+        super().__init__(f"could not load the store {store} ({type(cause).__name__}: {cause})")
+
+
+class UsageError(E2RAGError, ValueError):
+    """An option is out of range or contradicts another (``e2rag query``'s flags, the fields of
+    ``POST /query``); the message says what to change."""

@@ -19,12 +19,8 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any, Optional, Sequence
 
-#: The index store's type key. A process that never imported the package fails to load a store
-#: with ``KeyError: '<this key>'``: the key is the import that fixes it.
-E2RAG_STRUCT_TYPE = "llama_index_e2rag.E2RAGIndex"
-#: 0.1.0 wrote this one; still registered.
-LEGACY_STRUCT_TYPE = "e2rag"
-STRUCT_TYPES = (E2RAG_STRUCT_TYPE, LEGACY_STRUCT_TYPE)
+from llama_index_e2rag.persist.index_store import STRUCT_TYPES
+
 #: registry module -> the name of its dict
 REGISTRIES = {
     "llama_index.core.data_structs.registry": "INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS",

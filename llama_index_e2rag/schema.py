@@ -36,6 +36,29 @@ class NodeKind(str, Enum):
     GRAPH_EVENT = "graph_event"  # E²GraphRAG: an event grown over an entity's ego network
 
 
+#: Node kinds that get a vector when built (ingestion embeds them, repair re-embeds them, a
+#: per-kind ``vector_stores=`` needs a store for each).
+EMBEDDED_KINDS = (
+    NodeKind.CHUNK,
+    NodeKind.SENTENCE,
+    NodeKind.MENTION,
+    NodeKind.EVENT,
+    NodeKind.FACT,
+    NodeKind.ENTITY,
+    NodeKind.PASSAGE,
+    NodeKind.GRAPH_EVENT,
+)
+
+
+def embeddable(node: "GraphNode") -> bool:
+    """Whether ``node`` has a vector: an embedded kind, with text, not opted out (``embed``)."""
+    return (
+        node.kind in EMBEDDED_KINDS
+        and node.attrs.get("embed") is not False
+        and bool(node.text.strip())
+    )
+
+
 class EdgeKind(str, Enum):
     """How two graph nodes relate."""
 

@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from llama_index_e2rag.cli_store import load_store
-from llama_index_e2rag.demo import QUESTIONS, run_demo
+from llama_index_e2rag.cli.store import load_store
+from llama_index_e2rag.app.demo import QUESTIONS, run_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"

@@ -14,4 +14,5 @@ python tests/lightrag/server_process.py
 # the pinned, sha256-checked lightrag-hku sdist, pip-downloaded here into the git-ignored
 # .cache/lightrag-sdist (a no-op once there).
 python tests/lightrag/lightrag_upstream.py
-exec python -m pytest -q --durations=25 "$@"
+# Two workers (pytest-xdist): the suite is mostly subprocesses and parsing, and CI has 2 cores.
+exec python -m pytest -q -n 2 --durations=25 "$@"

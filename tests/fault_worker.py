@@ -131,7 +131,7 @@ def main(scenario: str, store: Path, kill_at: int) -> None:
         index.insert_documents([Document(text=SEQUEL, id_="b"), Document(text=NEW, id_="c")])
         index.storage_context.persist(str(store))
     elif scenario == "migrate":  # ``e2rag migrate --store``
-        from llama_index_e2rag.migrate import migrate_store
+        from llama_index_e2rag.maintenance.migrate import migrate_store
 
         migrate_store(store)
     elif scenario == "convert":  # the persist after loading a 0.1.0 store
@@ -150,7 +150,7 @@ def serve() -> None:
 
     import llama_index_e2rag.index  # noqa: F401
     import llama_index_e2rag.extract.e2rag  # noqa: F401
-    import llama_index_e2rag.migrate  # noqa: F401
+    import llama_index_e2rag.persist.legacy  # noqa: F401
 
     for line in sys.stdin:
         scenario, store, kill_at = line.split()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_e2rag.answer_types import AnswerType, answer_type, content_lemmas, offers, parse
+from llama_index_e2rag.ranking.answer_types import (
+    AnswerType, answer_type, content_lemmas, offers, parse)
 from llama_index_e2rag.extract.grounded import load_spacy
 
 

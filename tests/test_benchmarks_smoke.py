@@ -194,7 +194,7 @@ def test_timed_embedding_returns_the_inner_vectors_and_counts_texts(hash_embed):
 
 def test_a_timed_build_chunks_like_the_build_a_user_gets_with_the_same_model(hash_embed):
     from benchmarks.systems import TimedEmbedding
-    from llama_index_e2rag.chunking import default_chunk_size
+    from llama_index_e2rag.extract.chunking import default_chunk_size
     from llama_index_e2rag.embeddings import MiniLMEmbedding
 
     for limit in (128, 256):

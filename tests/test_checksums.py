@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from llama_index_e2rag.checksums import Checksums, content_sum
+from llama_index_e2rag.disk.checksums import Checksums, content_sum
 
 
 def test_a_file_written_through_the_registry_checks_and_a_changed_one_is_named(tmp_path: Path) -> None:

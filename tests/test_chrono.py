@@ -22,7 +22,7 @@ from llama_index_e2rag.extract.chrono import (
 )
 from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.llm import LLMRunner
+from llama_index_e2rag.llm.runner import LLMRunner
 from llama_index_e2rag.retrievers.chrono import ChronoLayerMissingError
 from llama_index_e2rag.schema import EdgeKind, NodeKind, normalize_text
 

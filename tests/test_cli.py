@@ -22,7 +22,7 @@ from llama_index.core import Settings
 from scripted_llm import ScriptedLLM
 from test_index import NAMES, SEQUEL, STORY
 
-from llama_index_e2rag.cli import main
+from llama_index_e2rag.cli.entry import main
 
 ANSWER = "Hermione lied to protect Harry and Ron."
 
@@ -165,7 +165,7 @@ def test_script_runs_as_a_process_without_traceback(tmp_path: Path) -> None:
 def test_demo_command_returns_the_demo_exit_code(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import llama_index_e2rag.demo as demo
+    import llama_index_e2rag.app.demo as demo
 
     calls: list[object] = []
 
@@ -184,7 +184,7 @@ def test_chrono_store_counts_layers_apart_prints_positions_and_keeps_building(
 ) -> None:
     from test_chrono import HARBOUR, MOUNTAIN, chrono_llm
 
-    from llama_index_e2rag.cli import load_store
+    from llama_index_e2rag.cli.store import load_store
     from llama_index_e2rag.schema import NodeKind
 
     monkeypatch.setattr(Settings, "_llm", chrono_llm(default_response=ANSWER))
@@ -334,7 +334,7 @@ def test_event_graph_index_timeline_and_query(
 def test_sentence_graph_added_to_a_store_keeps_its_builders(
     offline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from llama_index_e2rag.cli import load_store
+    from llama_index_e2rag.cli.store import load_store
     from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
     from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
     from llama_index_e2rag.schema import NodeKind
@@ -439,7 +439,8 @@ RUNNER = (
     "from hash_embedding import HashEmbedding\n"
     "from llama_index.core import Settings\n"
     "Settings.embed_model = HashEmbedding()\n"
-    "import llama_index_e2rag.cli as cli\n"
+    "import llama_index_e2rag.cli.entry as cli\n"
+    "import llama_index_e2rag.cli.show as show\n"
     "{patch}\n"
     "sys.exit(cli.main())\n"
 )
@@ -671,7 +672,7 @@ def test_bad_input_process_prints_one_error_line_and_no_traceback(
 def test_the_good_store_has_no_damaged_file(good_store: Path) -> None:
     """The damage check behind the bad-store messages does not flag a sound store (its empty
     lock files included)."""
-    from llama_index_e2rag.cli_errors import damaged_files
+    from llama_index_e2rag.cli.errors import damaged_files
 
     assert damaged_files(good_store) == []
     assert damaged_files(good_store.parent / "one.txt") == []
@@ -696,13 +697,13 @@ def test_unexpected_error_is_one_line_naming_a_log_with_the_traceback(
     good_store: Path,
     exc: BaseException,
 ) -> None:
-    import llama_index_e2rag.cli as cli
+    import llama_index_e2rag.cli.show as show
 
     def failing_show(args: object) -> int:
         raise exc
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setattr(cli, "_cmd_show", failing_show)
+    monkeypatch.setattr(show, "run", failing_show)
     assert main(["show", "--store", str(good_store)]) == 1
     err = capsys.readouterr().err
     line = re.fullmatch(r"e2rag: error: unexpected (\w+)(: [^\n]+)? \(traceback in (.+)\)\n", err)
@@ -725,12 +726,12 @@ def test_the_log_falls_back_to_home_then_temp_then_says_it_was_not_saved(
 ) -> None:
     import tempfile
 
-    import llama_index_e2rag.cli as cli
+    import llama_index_e2rag.cli.show as show
 
     def failing_show(args: object) -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "_cmd_show", failing_show)
+    monkeypatch.setattr(show, "run", failing_show)
     blocker = tmp_path / "a_file"
     blocker.write_text("folders cannot be made under a file", encoding="utf-8")
     monkeypatch.setenv("XDG_STATE_HOME", str(blocker / "state"))
@@ -758,7 +759,7 @@ def test_the_log_falls_back_to_home_then_temp_then_says_it_was_not_saved(
 
 
 def test_an_unexpected_error_in_a_process_names_its_log(good_store: Path, tmp_path: Path) -> None:
-    patch = "def boom(args):\n    raise RuntimeError('boom')\ncli._cmd_show = boom"
+    patch = "def boom(args):\n    raise RuntimeError('boom')\nshow.run = boom"
     result = _e2rag(["show", "--store", str(good_store)], tmp_path, patch)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     found = re.fullmatch(r"e2rag: error: unexpected RuntimeError: boom \(traceback in (.+)\)\n",
@@ -815,10 +816,10 @@ def test_ctrl_c_anywhere_exits_130_with_one_line(
     capsys: pytest.CaptureFixture[str],
     interrupt: Callable[[], None],
 ) -> None:
-    import llama_index_e2rag.cli as cli
+    import llama_index_e2rag.cli.show as show
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setattr(cli, "_cmd_show", lambda args: interrupt())
+    monkeypatch.setattr(show, "run", lambda args: interrupt())
     assert main(["show", "--store", str(tmp_path)]) == 130
     assert capsys.readouterr().err == "e2rag: interrupted\n"
     assert not (tmp_path / "state").exists()
@@ -843,7 +844,7 @@ def parse_in_a_worker(args):
     finally:
         proc.join()
         print(f"worker exit code {proc.exitcode}", flush=True)
-cli._cmd_show = parse_in_a_worker
+show.run = parse_in_a_worker
 """
 
 
@@ -873,7 +874,7 @@ def test_a_closed_stdout_pipe_ends_quietly(good_store: Path, tmp_path: Path) -> 
 
 def test_a_broken_pipe_elsewhere_is_an_error(good_store: Path, tmp_path: Path) -> None:
     """Only a closed stdout is quiet; a broken pipe to anything else is reported."""
-    patch = "def boom(args):\n    raise BrokenPipeError(32, 'Broken pipe')\ncli._cmd_show = boom"
+    patch = "def boom(args):\n    raise BrokenPipeError(32, 'Broken pipe')\nshow.run = boom"
     result = _e2rag(["show", "--store", str(good_store)], tmp_path, patch)
     assert result.returncode == 1
     assert ONE_LINE_ERROR.fullmatch(result.stderr) and "Broken pipe" in result.stderr
@@ -892,16 +893,41 @@ def test_a_missing_extra_names_the_pip_install(
     module: str,
     extra: str,
 ) -> None:
-    import llama_index_e2rag.cli as cli
+    import llama_index_e2rag.cli.show as show
 
     def needs_extra(args: object) -> int:
         raise ModuleNotFoundError(f"No module named {module!r}", name=module)
 
-    monkeypatch.setattr(cli, "_cmd_show", needs_extra)
+    monkeypatch.setattr(show, "run", needs_extra)
     assert main(["show", "--store", str(tmp_path)]) == 1
     assert capsys.readouterr().err == (
         f'e2rag: error: {module} is not installed: pip install "llama-index-e2rag[{extra}]"\n'
     )
+
+
+def _sqlite_failure(state: str, folder: Path) -> sqlite3.Error:
+    """A real error of SQLite (it carries its result code, which the message is chosen by):
+    a database another connection holds ``locked``, opened ``read-only``, or ``not a
+    database``."""
+    folder.mkdir()
+    path = folder / "graph.sqlite"
+    setup = sqlite3.connect(path)
+    setup.execute("CREATE TABLE t (x)")
+    setup.commit()
+    try:
+        if state == "locked":
+            setup.execute("BEGIN EXCLUSIVE")
+            sqlite3.connect(path, timeout=0).execute("SELECT * FROM t")
+        elif state == "read-only":
+            sqlite3.connect(f"file:{path}?mode=ro", uri=True).execute("INSERT INTO t VALUES (1)")
+        else:
+            path.write_bytes(b"not a database " * 500)
+            sqlite3.connect(path).execute("SELECT * FROM t")
+    except sqlite3.Error as exc:
+        return exc
+    finally:
+        setup.close()
+    raise AssertionError(f"SQLite raised nothing for {state}")
 
 
 @pytest.mark.parametrize(
@@ -912,11 +938,9 @@ def test_a_missing_extra_names_the_pip_install(
         (PermissionError(errno.EACCES, "Permission denied", "/s/graph.sqlite"),
          ("permission denied", "/s/graph.sqlite", "check the permissions")),
         (OSError(errno.EROFS, "Read-only file system", "/s"), ("read-only file system",)),
-        (sqlite3.OperationalError("database is locked"), ("busy", "run again")),
-        (sqlite3.OperationalError("attempt to write a readonly database"),
-         ("read-only", "permissions")),
-        (sqlite3.DatabaseError("database disk image is malformed"),
-         ("damaged graph database", "graph.sqlite", "e2rag repair --store")),
+        ("locked", ("busy", "run again")),
+        ("read-only", ("read-only", "permissions")),
+        ("not a database", ("damaged graph database", "graph.sqlite", "e2rag repair --store")),
         (ValueError("chunk_size must be positive\nmore"), ("chunk_size must be positive",)),
     ],
     ids=repr,
@@ -925,16 +949,19 @@ def test_expected_failures_say_what_to_do_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    exc: BaseException,
+    exc: BaseException | str,
     words: tuple[str, ...],
 ) -> None:
-    import llama_index_e2rag.cli as cli
+    import llama_index_e2rag.cli.show as show
+
+    if isinstance(exc, str):
+        exc = _sqlite_failure(exc, tmp_path / "db")
 
     def failing(args: object) -> int:
         raise exc
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setattr(cli, "_cmd_show", failing)
+    monkeypatch.setattr(show, "run", failing)
     assert main(["show", "--store", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert ONE_LINE_ERROR.fullmatch(err), err
@@ -973,7 +1000,7 @@ def test_show_reports_a_damaged_store_and_repair_mends_it(
 def test_index_over_what_a_killed_first_save_left_builds_the_store(
     models: ScriptedLLM, books: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from llama_index_e2rag.ownership import mark
+    from llama_index_e2rag.persist.ownership import mark
 
     store = tmp_path / "store"
     mark(store)  # what a killed first save left: our marker first, then what it reached

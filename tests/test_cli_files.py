@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_e2rag.cli import main
-from llama_index_e2rag.cli_files import FILES_EXTRA, read_documents
+from llama_index_e2rag.cli.entry import main
+from llama_index_e2rag.cli.files import FILES_EXTRA, read_documents
 from llama_index_e2rag.errors import BadDocumentError, MissingExtraError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -200,7 +200,7 @@ def test_a_missing_reader_names_the_extra(
 # -- through the real command ------------------------------------------------------------------
 def _cli(args: list[str], cwd: Path, patch: str = "") -> subprocess.CompletedProcess[str]:
     """``e2rag args`` in a new interpreter (``patch`` run first), real models."""
-    script = f"import sys\n{patch}\nfrom llama_index_e2rag.cli import main\nsys.exit(main())\n"
+    script = f"import sys\n{patch}\nfrom llama_index_e2rag.cli.entry import main\nsys.exit(main())\n"
     env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_STATE_HOME": str(cwd / "state"),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("OPENAI_API_KEY", None)

@@ -14,8 +14,8 @@ from scripted_llm import ScriptedLLM
 from test_chrono import HARBOUR, MOUNTAIN, chrono_llm
 from test_index import NAMES, STORY
 
-from llama_index_e2rag.cli import build_parser, main
-from llama_index_e2rag.cli_store import load_store
+from llama_index_e2rag.cli.entry import build_parser, main
+from llama_index_e2rag.cli.store import load_store
 from llama_index_e2rag.schema import NodeKind
 
 EXTRACTION_KINDS = ("entity_extraction", "event_extraction")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_e2rag.context import (
-    EVIDENCE_KEY,
+from llama_index_e2rag.context.keys import EVIDENCE_KEY
+from llama_index_e2rag.context.evidence import (
     ContextBundle,
     Passage,
     assemble_context,
@@ -140,7 +140,7 @@ def test_retrieval_order_keeps_the_ranking_and_says_so() -> None:
 
 
 def test_render_evidence_describes_one_chunk_and_the_edges_touching_it() -> None:
-    from llama_index_e2rag.context import render_evidence
+    from llama_index_e2rag.context.evidence import render_evidence
 
     touching = [e for e in EDGES if "m2" in (e.source, e.target)]
     text = render_evidence("c2", [M_EARLY, M_LATE, E_LATE], touching)

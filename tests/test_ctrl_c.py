@@ -127,7 +127,7 @@ def _interrupt_at(argv: list[str], cwd: Path, stage: str, whole_group: bool = Tr
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
-    code = "import sys; from llama_index_e2rag.cli import main; sys.exit(main())"
+    code = "import sys; from llama_index_e2rag.cli.entry import main; sys.exit(main())"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, *argv],
         cwd=cwd,
@@ -221,7 +221,7 @@ def test_ctrl_c_while_adding_layers_leaves_the_store_as_it_was(tmp_path: Path) -
     novel.write_text(book(12_000), encoding="utf-8")
     store = tmp_path / "store"
     built = subprocess.run(
-        [sys.executable, "-c", "import sys; from llama_index_e2rag.cli import main; "
+        [sys.executable, "-c", "import sys; from llama_index_e2rag.cli.entry import main; "
          "sys.exit(main())", "index", str(novel), "--store", str(store), "--quiet"],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO_DIR), "XDG_STATE_HOME": str(tmp_path / "s")},
@@ -243,7 +243,7 @@ def test_ctrl_c_while_adding_layers_leaves_the_store_as_it_was(tmp_path: Path) -
 
 SWALLOWED = """
 import os, signal, sys, time
-from llama_index_e2rag import cli_errors
+from llama_index_e2rag.cli import errors as cli_errors
 
 cli_errors.quiet_workers_on_ctrl_c()
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from llama_index_e2rag.demo import QUESTIONS, SAMPLE_PATH, TOP_N, run_demo
+from llama_index_e2rag.app.demo import QUESTIONS, SAMPLE_PATH, TOP_N, run_demo
 
 REPO = Path(__file__).resolve().parents[1]
 NETWORK_MARKER = "E2RAG-TEST-NETWORK-ATTEMPT"
@@ -27,7 +27,7 @@ socket.socket.connect_ex = _refuse
 socket.create_connection = _refuse
 socket.getaddrinfo = _refuse
 
-from llama_index_e2rag.demo import run_demo
+from llama_index_e2rag.app.demo import run_demo
 sys.exit(run_demo())
 """
 
@@ -101,7 +101,7 @@ def test_bundled_text_and_notice_ship_with_the_package():
 
 
 def test_missing_offline_model_gives_exit_code_1_and_an_install_hint(monkeypatch):
-    import llama_index_e2rag.demo as demo
+    import llama_index_e2rag.app.demo as demo
     from llama_index_e2rag.extract.grounded import GroundedExtractor
 
     monkeypatch.setattr(

@@ -11,7 +11,7 @@ from llama_index_e2rag.extract.base import DOC_ORDER_KEY, EXTRACTION_ERROR_KEY, 
 from llama_index_e2rag.extract.e2rag import EntityEventExtractor
 from llama_index_e2rag.extract.linking import story_order_edges
 from llama_index_e2rag.graph import NetworkXGraphStore
-from llama_index_e2rag.llm import LLMRunner
+from llama_index_e2rag.llm.runner import LLMRunner
 from llama_index_e2rag.schema import EdgeKind, NodeKind
 
 CHAPTER_9 = "Hermione scolded Ron for breaking the rules. Ron ignored Hermione all day."

@@ -18,7 +18,7 @@ from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.e2rag import EntityEventExtractor
 from llama_index_e2rag.extract.grounded import GroundedExtractor
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.llm import LLMRunner
+from llama_index_e2rag.llm.runner import LLMRunner
 from llama_index_e2rag.retrievers.entity_event import HYDE_VARIANTS, EntityEventRetriever
 from llama_index_e2rag.schema import EdgeKind, NodeKind
 

@@ -14,9 +14,9 @@ from scripted_llm import ScriptedLLM
 
 from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.loading import load_index
+from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind
-from llama_index_e2rag.store_check import full_check
+from llama_index_e2rag.persist.check import full_check
 
 NAMES = ["Hermione Granger", "Miss Granger", "Ron Weasley", "Neville Longbottom"]
 TERM = Document(

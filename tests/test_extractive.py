@@ -14,7 +14,8 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
-from llama_index_e2rag.extractive import EVIDENCE_KEY, ExtractiveSynthesizer, split_sentences
+from llama_index_e2rag.context.keys import RESPONSE_EVIDENCE_KEY
+from llama_index_e2rag.answer.extractive import ExtractiveSynthesizer, split_sentences
 from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.schema import GraphNode, NodeKind
 
@@ -67,7 +68,7 @@ def test_answer_is_the_evidence_sentence_with_its_position_and_source(minilm):
     # Best evidence first, with the file it came from and (no graph, so no share of the story)
     # its absolute character offset.
     assert first == f"1. [garden.txt · character {offset:,}] {best}"
-    evidence = response.metadata[EVIDENCE_KEY]
+    evidence = response.metadata[RESPONSE_EVIDENCE_KEY]
     assert evidence[0]["text"] == best and evidence[0]["char_offset"] == offset
     assert len(evidence) == 2
     assert len(response.source_nodes) == 2
@@ -154,7 +155,8 @@ def test_rank_by_score_keeps_the_retriever_order_untouched(minilm):
     by_score = ExtractiveSynthesizer(embed_model=minilm, top_n=1, rank_by="score")
     response = by_score.synthesize(query, nodes)
     assert "lettuces" in str(response)
-    assert response.metadata[EVIDENCE_KEY][0]["offers_answer"] is None  # the question unread
+    evidence = response.metadata[RESPONSE_EVIDENCE_KEY]
+    assert evidence[0]["offers_answer"] is None  # the question unread
     for rank_by in ("auto", "similarity"):
         synth = ExtractiveSynthesizer(embed_model=minilm, top_n=1, rank_by=rank_by)
         assert "shoes" in str(synth.synthesize(query, nodes)), rank_by
@@ -173,7 +175,7 @@ def test_a_sentence_resembling_the_question_does_not_lead_because_it_ranked_firs
     response = ExtractiveSynthesizer(embed_model=minilm, top_n=3).synthesize(
         "Where did Peter lose his shoes?", nodes
     )
-    evidence = response.metadata[EVIDENCE_KEY]
+    evidence = response.metadata[RESPONSE_EVIDENCE_KEY]
     assert evidence[0]["offers_answer"] is True
     assert [e["offers_answer"] for e in evidence[1:]] == [False, False]
     assert "gooseberry bush" in evidence[0]["text"]
@@ -226,7 +228,7 @@ def _passages(top: str, low: str) -> list[NodeWithScore]:
 
 def _leader(minilm: MiniLMEmbedding, nodes: list[NodeWithScore]) -> str:
     synth = ExtractiveSynthesizer(embed_model=minilm, top_n=3)
-    return synth.synthesize(CHASE_QUESTION, nodes).metadata[EVIDENCE_KEY][0]["text"]
+    return synth.synthesize(CHASE_QUESTION, nodes).metadata[RESPONSE_EVIDENCE_KEY][0]["text"]
 
 
 @pytest.mark.parametrize("top", [0, 1], ids=["farmer-first", "soldier-first"])
@@ -247,14 +249,14 @@ def test_a_clearly_better_sentence_of_a_low_passage_still_leads(minilm):
 def test_story_order_lists_evidence_in_narrative_order(minilm):
     synth = ExtractiveSynthesizer(embed_model=minilm, top_n=4, order="story")
     response = synth.synthesize("What happened to Peter in the garden?", _story_chunks())
-    offsets = [e["char_offset"] for e in response.metadata[EVIDENCE_KEY]]
+    offsets = [e["char_offset"] for e in response.metadata[RESPONSE_EVIDENCE_KEY]]
     assert len(offsets) == 4 and offsets == sorted(offsets)
 
 
 def test_duplicate_sentences_are_shown_once(minilm):
     chunks = _story_chunks() + _story_chunks()
     response = ExtractiveSynthesizer(embed_model=minilm, top_n=10).synthesize("Peter", chunks)
-    texts = [e["text"] for e in response.metadata[EVIDENCE_KEY]]
+    texts = [e["text"] for e in response.metadata[RESPONSE_EVIDENCE_KEY]]
     assert len(texts) == len(set(texts)) == 6
 
 
@@ -342,7 +344,7 @@ def test_index_answers_name_the_chapter_found_in_the_book(minilm):
         [Document(text=book, id_="book")], embed_model=minilm, extractors=[GroundedExtractor()]
     )
     response = index.as_query_engine(mode="grounded").query("Where did Peter lose his shoe?")
-    first = response.metadata[EVIDENCE_KEY][0]
+    first = response.metadata[RESPONSE_EVIDENCE_KEY][0]
     assert "shoes" in first["text"] and first["chapter"] == "Chapter II"
     label = r"^1\. \[book · Chapter II · \d+% through the story\] .*Peter lost"
     assert re.search(label, str(response), re.MULTILINE)

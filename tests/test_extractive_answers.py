@@ -15,10 +15,12 @@ import pytest
 
 from benchmarks.loaders import load_fairytaleqa
 from benchmarks.scoring import answer_token_recall
-from llama_index_e2rag.answer_types import AnswerType, answer_type, content_lemmas, offers, parse
+from llama_index_e2rag.ranking.answer_types import (
+    AnswerType, answer_type, content_lemmas, offers, parse)
 from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.extract.grounded import GroundedExtractor, load_spacy
-from llama_index_e2rag.extractive import EVIDENCE_KEY, ExtractiveSynthesizer
+from llama_index_e2rag.context.keys import RESPONSE_EVIDENCE_KEY as KEY
+from llama_index_e2rag.answer.extractive import ExtractiveSynthesizer
 from llama_index_e2rag.index import E2RAGIndex
 
 #: Small train stories with who/where/why questions among their others.
@@ -45,7 +47,7 @@ def answers(shared_data: Path) -> list[tuple[str, list[str], str, str]]:
         for question in story.questions:
             nodes = retriever.retrieve(question.question)
             first = [
-                synth.synthesize(question.question, nodes).metadata[EVIDENCE_KEY][0]["text"]
+                synth.synthesize(question.question, nodes).metadata[KEY][0]["text"]
                 for synth in (reread, relevance)
             ]
             rows.append((question.question, question.answers, *first))

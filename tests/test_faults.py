@@ -19,12 +19,12 @@ from llama_index.core import Document, StorageContext, load_index_from_storage
 
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.ingest import embeddable
-from llama_index_e2rag.loading import load_index
-from llama_index_e2rag.repair import repair_store
+from llama_index_e2rag.ingest.pipeline import embeddable
+from llama_index_e2rag.maintenance.load import load_index
+from llama_index_e2rag.maintenance.repair import repair_store
 from llama_index_e2rag.schema import NodeKind
-from llama_index_e2rag.store_check import full_check, missing_vectors
-from llama_index_e2rag.store_info import read_struct
+from llama_index_e2rag.persist.check import full_check, missing_vectors
+from llama_index_e2rag.persist.info import read_struct
 
 HERE = Path(__file__).parent
 #: Kill at every STRIDE-th write step (1: every step; the closing figures use 1, CI the default).
@@ -326,7 +326,7 @@ def test_a_migration_killed_at_any_step_keeps_the_0_1_0_store_or_the_converted_o
 ) -> None:
     """``migrate`` is killed at every step (every write of ``migrate.Conversion`` among them);
     the persists after a load, which commit the same conversion, at every STRIDE-th."""
-    from llama_index_e2rag.cli import main
+    from llama_index_e2rag.cli.entry import main
 
     shutil.copytree(LEGACY, tmp_path / "legacy")
     before = loaded_states(tmp_path / "legacy")[0]

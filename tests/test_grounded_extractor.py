@@ -348,10 +348,10 @@ def test_worker_processes_parse_exactly_as_one_process() -> None:
 
 
 def test_worker_processes_start_only_for_many_chunks(monkeypatch) -> None:
-    import llama_index_e2rag.embeddings as embeddings
+    import llama_index_e2rag.extract.grounded as grounded
     from llama_index_e2rag.extract.grounded import PARALLEL_PARSE_CHUNKS
 
-    monkeypatch.setattr(embeddings, "available_cores", lambda: 4)
+    monkeypatch.setattr(grounded, "available_cores", lambda: 4)
     auto = GroundedExtractor()
     assert auto._workers(["a text"] * (PARALLEL_PARSE_CHUNKS - 1)) == 1
     assert auto._workers(["a text"] * PARALLEL_PARSE_CHUNKS) == 4

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from llama_index.core import Document
 
-from llama_index_e2rag.demo import sample_document
+from llama_index_e2rag.app.demo import sample_document
 from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.extract.grounded import GroundedExtractor
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.node_embeddings import (
+from llama_index_e2rag.stores.node_embeddings import (
     attention_embeddings,
     basic_embeddings,
     graph_cache,

@@ -16,7 +16,7 @@ from llama_index.core import Document, StorageContext, load_index_from_storage
 from llama_index.core.schema import TextNode
 from scripted_llm import ScriptedLLM
 
-from llama_index_e2rag.builders import DocumentBuilder
+from llama_index_e2rag.extract.builders import DocumentBuilder
 from llama_index_e2rag.errors import BadDocumentError, GraphStoreError, StoreDamagedError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
 from llama_index_e2rag.graph.base import GraphStore
@@ -446,7 +446,7 @@ def test_lazy_models_are_built_once_under_concurrent_first_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import llama_index_e2rag.embeddings as embeddings_module
-    import llama_index_e2rag.llm as llm_module
+    import llama_index_e2rag.llm.runner as llm_module
 
     caches: list[str] = []
     models: list[HashEmbedding] = []

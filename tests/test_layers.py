@@ -10,8 +10,8 @@ from test_chrono import HARBOUR, MOUNTAIN, chrono_llm
 
 from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.layers import LayersAdded, missing_builders
-from llama_index_e2rag.llm import LLMRunner
+from llama_index_e2rag.ingest.layers import LayersAdded, missing_builders
+from llama_index_e2rag.llm.runner import LLMRunner
 from llama_index_e2rag.schema import NodeKind
 
 CHRONO_KINDS = ("chrono_summary", "chrono_relations")

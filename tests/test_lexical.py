@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from llama_index_e2rag.demo import SAMPLE_PATH
-from llama_index_e2rag.lexical import IDS_FILE, LEXICAL_FORMAT, LexicalIndex
+from llama_index_e2rag.app.demo import SAMPLE_PATH
+from llama_index_e2rag.stores.lexical import IDS_FILE, LEXICAL_FORMAT, LexicalIndex
 from llama_index_e2rag.text import passage_spans
 
 STORY = SAMPLE_PATH.read_text(encoding="utf-8")

@@ -22,10 +22,10 @@ from llama_index.core.schema import TextNode
 from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.loading import load_index
-from llama_index_e2rag.repair import repair_store
+from llama_index_e2rag.maintenance.load import load_index
+from llama_index_e2rag.maintenance.repair import repair_store
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, make_id
-from llama_index_e2rag.store_check import full_check
+from llama_index_e2rag.persist.check import full_check
 
 ADA = Document(id_="ada", text="Ada Finch builds a boat. She sails it to Brookhaven.",
                metadata={"title": "Ada Finch"})

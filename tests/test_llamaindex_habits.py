@@ -20,7 +20,7 @@ from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 from hash_embedding import HashEmbedding
 from scripted_llm import ScriptedLLM
 
-from llama_index_e2rag.chat_engine import ExtractiveChatEngine
+from llama_index_e2rag.answer.chat_engine import ExtractiveChatEngine
 from llama_index_e2rag.errors import E2RAGError, MissingModelError
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.modes import RETRIEVER_MODES
@@ -194,7 +194,7 @@ def test_chat_with_an_llm_is_condense_plus_context_over_our_retriever(index) -> 
 
 # -- one way to open a store ----------------------------------------------------------------------
 def test_load_index_from_storage_and_the_cli_open_a_store_alike(index, tmp_path) -> None:
-    from llama_index_e2rag.cli_store import load_store
+    from llama_index_e2rag.cli.store import load_store
 
     index.storage_context.persist(str(tmp_path))
     plain = load_index_from_storage(

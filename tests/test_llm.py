@@ -12,7 +12,7 @@ from llama_index.core import Settings
 from pydantic import BaseModel
 from scripted_llm import ScriptedLLM
 
-from llama_index_e2rag import llm as llm_module
+from llama_index_e2rag.llm import runner as llm_module
 from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError
 from llama_index_e2rag.extract.prompts import (
     ENTITY_EXTRACTION_PROMPT,
@@ -23,7 +23,7 @@ from llama_index_e2rag.extract.prompts import (
     EventExtraction,
     QueryCues,
 )
-from llama_index_e2rag.llm import (
+from llama_index_e2rag.llm.runner import (
     LLMRunner,
     OutputParseError,
     ResponseCache,
@@ -125,7 +125,8 @@ async def test_parse_with_repair_asks_once_and_names_what_failed():
 
 
 def test_cache_and_parser_modules_are_the_ones_llm_reexports():
-    from llama_index_e2rag import llm_cache, llm_parsing
+    from llama_index_e2rag.llm import cache as llm_cache
+    from llama_index_e2rag.llm import parsing as llm_parsing
 
     assert llm_module.ResponseCache is llm_cache.ResponseCache
     assert llm_module.parse_json_output is llm_parsing.parse_json_output

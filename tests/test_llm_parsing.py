@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from llama_index_e2rag.errors import LLMOutputError
 from llama_index_e2rag.extract.prompts import EntityExtraction, EventExtraction, QueryCues
-from llama_index_e2rag.llm_parsing import (
+from llama_index_e2rag.llm.parsing import (
     MAX_JSON_DEPTH,
     MAX_OUTPUT_CHARS,
     MAX_REPAIR_ECHO,

@@ -4,6 +4,7 @@ processes), nested retrievals re-enter, one writing process at a time."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,9 @@ import threading
 import time
 from pathlib import Path
 
-from llama_index_e2rag.locks import STATE_LOCK, WRITER_LOCK, StoreLocks
+import pytest
+
+from llama_index_e2rag.stores.locks import STATE_LOCK, WRITER_LOCK, StoreLocks
 
 
 def test_a_commit_waits_for_readers_and_readers_wait_for_a_commit() -> None:
@@ -135,13 +138,32 @@ def test_a_second_writing_process_waits_for_the_first(tmp_path: Path) -> None:
     assert waited > 0.3
 
 
-def test_a_read_only_store_is_read_without_lock_files(tmp_path: Path) -> None:
-    home = tmp_path / "missing" / "e2rag"
-    (tmp_path / "missing").mkdir()
-    (tmp_path / "missing").chmod(0o500)
+def _unwritable_by_mode(parent: Path) -> None:
+    parent.mkdir()
+    parent.chmod(0o500)
+    if os.access(parent, os.W_OK):  # root ignores the mode
+        parent.chmod(0o700)
+        pytest.skip("permission bits do not stop this user (root) from writing")
+
+
+def _unwritable_by_a_file(parent: Path) -> None:
+    parent.write_text("a file where the store's parent folder would be\n")
+
+
+@pytest.mark.parametrize("unwritable", [_unwritable_by_mode, _unwritable_by_a_file],
+                         ids=["read-only folder", "file in the way"])
+def test_a_read_only_store_is_read_without_lock_files(tmp_path: Path, unwritable) -> None:
+    """Where no lock file can be created, a reader still reads, locking within its process,
+    and leaves nothing behind."""
+    parent = tmp_path / "ro"
+    unwritable(parent)
+    home = parent / "e2rag"
     try:
         locks = StoreLocks(home)
         with locks.reading():
-            pass
+            with locks.reading():  # re-entrant, still without a file
+                pass
+        assert not os.path.lexists(home / STATE_LOCK) and not os.path.lexists(home)
     finally:
-        (tmp_path / "missing").chmod(0o700)
+        if parent.is_dir():
+            parent.chmod(0o700)

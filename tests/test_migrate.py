@@ -12,11 +12,11 @@ from hash_embedding import HashEmbedding
 from llama_index.core import StorageContext, load_index_from_storage
 from scripted_llm import ScriptedLLM
 
-from llama_index_e2rag.cli import main
+from llama_index_e2rag.cli.entry import main
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.loading import load_index
-from llama_index_e2rag.ownership import mark
+from llama_index_e2rag.maintenance.load import load_index
+from llama_index_e2rag.persist.ownership import mark
 from llama_index_e2rag.schema import NodeKind
 from test_index import NAMES
 
@@ -133,7 +133,7 @@ def test_e2rag_migrate_converts_in_place(legacy: Path, capsys: pytest.CaptureFix
 
 
 def test_migrate_refuses_a_folder_that_is_no_store(tmp_path: Path) -> None:
-    from llama_index_e2rag.migrate import migrate_store
+    from llama_index_e2rag.maintenance.migrate import migrate_store
 
     with pytest.raises(E2RAGError, match="0.1.0"):
         migrate_store(tmp_path)
@@ -146,7 +146,7 @@ def test_the_narrative_mode_asks_to_reindex_a_0_1_0_store(legacy: Path) -> None:
 
 
 def test_repair_sends_a_0_1_0_store_to_migrate_and_writes_nothing(legacy: Path) -> None:
-    from llama_index_e2rag.repair import repair_store
+    from llama_index_e2rag.maintenance.repair import repair_store
 
     (legacy / "e2rag").mkdir()  # as a conversion killed before its commit may leave it
     (legacy / "e2rag" / "owner.json").write_text("")

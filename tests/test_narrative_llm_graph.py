@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from test_index import make_index
 
-from llama_index_e2rag.passage_cache import narrative_state
-from llama_index_e2rag.retrievers.base import RAW_SCORE_KEY
-from llama_index_e2rag.retrievers.narrative import RANK_KEY, STORY_MATCH_KEY
+from llama_index_e2rag.retrievers.passage_cache import narrative_state
+from llama_index_e2rag.context.keys import RAW_SCORE_KEY
+from llama_index_e2rag.context.keys import RANK_KEY, STORY_MATCH_KEY
 from llama_index_e2rag.ranking.narrative import NarrativeWeights, mention_signal
 from llama_index_e2rag.schema import NodeKind, normalize_text
 

@@ -12,9 +12,9 @@ from scripted_llm import ScriptedLLM
 
 from llama_index_e2rag import NoLLM
 from llama_index_e2rag.errors import MissingModelError
-from llama_index_e2rag.extractive import ExtractiveSynthesizer
+from llama_index_e2rag.answer.extractive import ExtractiveSynthesizer
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.llm import resolve_llm
+from llama_index_e2rag.llm.runner import resolve_llm
 
 STORY = "Peter lost one of his shoes among the cabbages. His mother made camomile tea."
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llama_index_e2rag.graph import NetworkXGraphStore
-from llama_index_e2rag.node_vectors import ALPHA, sources, vector
+from llama_index_e2rag.ingest.node_vectors import ALPHA, sources, vector
 from llama_index_e2rag.schema import GraphNode, NodeKind
 
 SENTENCE = "Harry opened the heavy door and went in."

@@ -128,8 +128,8 @@ def test_the_server_answers_offline(guarded, store) -> None:
         import sys
         from pathlib import Path
         from fastapi.testclient import TestClient
-        from llama_index_e2rag.cli_store import load_store
-        from llama_index_e2rag.server import create_app
+        from llama_index_e2rag.cli.store import load_store
+        from llama_index_e2rag.app.server import create_app
 
         with TestClient(create_app(load_store(Path(sys.argv[1])), sys.argv[1])) as client:
             for mode in ("narrative", "grounded", "event_graph"):

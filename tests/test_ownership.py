@@ -9,8 +9,8 @@ from typing import Callable
 import pytest
 
 from llama_index_e2rag.errors import ForeignFolderError
-from llama_index_e2rag.files import swap_folder
-from llama_index_e2rag.ownership import (
+from llama_index_e2rag.disk.files import swap_folder
+from llama_index_e2rag.persist.ownership import (
     has_marker,
     release,
     MARKER_FILE,

@@ -17,8 +17,8 @@ from test_index import SEQUEL, STORY, load, make_index, vector_ids
 
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.index import EMBEDDED_KINDS, E2RAGIndex
-from llama_index_e2rag.ingest import embeddable
-from llama_index_e2rag.persistence import E2RAG_DIR, POINTER
+from llama_index_e2rag.ingest.pipeline import embeddable
+from llama_index_e2rag.persist.storage import E2RAG_DIR, POINTER
 from llama_index_e2rag.schema import NodeKind
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,8 +121,10 @@ from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS a
 from llama_index.core.vector_stores.simple import SimpleVectorStoreData
 import llama_index_e2rag, lightrag_ext
 before = (dict(S), dict(I), dict(vars(SimpleVectorStoreData)))
-skip = {"llama_index_e2rag.index", "llama_index_e2rag.cli", "llama_index_e2rag.demo",
-        "llama_index_e2rag.migrate"}
+skip = {"llama_index_e2rag.index", "llama_index_e2rag.cli.entry", "llama_index_e2rag.cli.__main__",
+        "llama_index_e2rag.app.demo",
+        "llama_index_e2rag.maintenance.load", "llama_index_e2rag.maintenance.repair",
+        "llama_index_e2rag.maintenance.migrate"}
 names = [m.name for m in pkgutil.walk_packages(llama_index_e2rag.__path__, "llama_index_e2rag.")]
 for name in names:
     if name not in skip:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from llama_index.core import Document
 
-from llama_index_e2rag.builders import restore_builders
+from llama_index_e2rag.extract.builders import restore_builders
 from llama_index_e2rag.index import E2RAGIndex
 
 BOOK = (

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from llama_index.core.prompts import PromptTemplate
 
-from llama_index_e2rag import llm, llm_parsing
+from llama_index_e2rag.llm import runner as llm
+
+from llama_index_e2rag.llm import parsing as llm_parsing
 from llama_index_e2rag.extract import prompts
-from llama_index_e2rag.prompt_text import fill, format_prompt
+from llama_index_e2rag.llm.prompt_text import fill, format_prompt
 
 TEXTS = {
     "ENTITY_EXTRACTION_PROMPT": prompts.ENTITY_EXTRACTION_TEXT,
@@ -51,4 +53,4 @@ def test_an_unknown_name_is_still_an_attribute_error():
     with pytest.raises(AttributeError, match="NO_SUCH_PROMPT"):
         prompts.NO_SUCH_PROMPT  # noqa: B018
     with pytest.raises(ImportError):
-        from llama_index_e2rag.llm_parsing import NO_SUCH_PROMPT  # noqa: F401
+        from llama_index_e2rag.llm.parsing import NO_SUCH_PROMPT  # noqa: F401

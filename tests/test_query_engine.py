@@ -16,8 +16,8 @@ from test_index import NAMES, STORY, chunk_containing, make_index
 
 from llama_index_e2rag.extract.e2rag import EntityEventExtractor
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.llm import LLMRunner
-from llama_index_e2rag.query_engine import NarrativeContextSynthesizer
+from llama_index_e2rag.llm.runner import LLMRunner
+from llama_index_e2rag.answer.query_engine import NarrativeContextSynthesizer
 
 QUESTION = "What did Hermione do after the troll fight?"
 ANSWER = "She lied to protect her friends."

@@ -12,10 +12,10 @@ from hash_embedding import HashEmbedding
 sys.path.insert(0, str(Path(__file__).parent))
 import fault_worker  # noqa: E402
 
-from llama_index_e2rag.loading import load_index
-from llama_index_e2rag.repair import documents_from_docstore, repair_store
+from llama_index_e2rag.maintenance.load import load_index
+from llama_index_e2rag.maintenance.repair import documents_from_docstore, repair_store
 from llama_index_e2rag.schema import NodeKind
-from llama_index_e2rag.store_check import full_check
+from llama_index_e2rag.persist.check import full_check
 
 
 def _store(tmp_path: Path) -> Path:

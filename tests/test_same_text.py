@@ -15,9 +15,9 @@ from scripted_llm import ScriptedLLM
 from test_index import NAMES, SEQUEL, STORY, load, make_index
 
 from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
-from llama_index_e2rag.cli import main
-from llama_index_e2rag.cli_store import load_store
-from llama_index_e2rag.same_text import find_duplicates, text_hash
+from llama_index_e2rag.cli.entry import main
+from llama_index_e2rag.cli.store import load_store
+from llama_index_e2rag.stores.same_text import find_duplicates, text_hash
 
 
 def _book(doc_id: str, text: str = STORY) -> Document:

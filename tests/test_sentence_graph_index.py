@@ -11,9 +11,9 @@ from llama_index.core import Document
 
 from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.loading import load_index
+from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.schema import EdgeKind, NodeKind
-from llama_index_e2rag.store_check import full_check
+from llama_index_e2rag.persist.check import full_check
 
 ADA = Document(
     id_="ada",

@@ -19,7 +19,7 @@ from scripted_llm import ScriptedLLM
 from test_cli import RUNNER, _env
 from test_index import NAMES, SEQUEL, STORY
 
-from llama_index_e2rag.cli import main
+from llama_index_e2rag.cli.entry import main
 
 QUESTION = "What did Hermione do after the troll fight?"
 HEADING = "CHAPTER ONE"
@@ -54,8 +54,8 @@ def no_llm(monkeypatch: pytest.MonkeyPatch) -> None:
 def client(store: Path, no_llm: None) -> Iterator[object]:
     from fastapi.testclient import TestClient
 
-    from llama_index_e2rag.cli_store import load_store
-    from llama_index_e2rag.server import create_app
+    from llama_index_e2rag.cli.store import load_store
+    from llama_index_e2rag.app.server import create_app
 
     with TestClient(create_app(load_store(store), str(store))) as test_client:
         yield test_client
@@ -119,7 +119,7 @@ def test_the_openapi_page_lists_the_endpoints(client) -> None:
 
 
 def test_importing_the_server_builds_nothing() -> None:
-    code = ("import sys, llama_index_e2rag.server, llama_index_e2rag.cli_serve; "
+    code = ("import sys, llama_index_e2rag.app.server, llama_index_e2rag.cli.serve; "
             "print('fastapi' in sys.modules, 'uvicorn' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

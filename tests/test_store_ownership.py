@@ -26,8 +26,8 @@ from scripted_llm import ScriptedLLM
 import llama_index_e2rag
 from llama_index_e2rag.errors import E2RAGError, ForeignFolderError, StoreDamagedError
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.loading import load_index
-from llama_index_e2rag.ownership import Kind, inspect, mark
+from llama_index_e2rag.maintenance.load import load_index
+from llama_index_e2rag.persist.ownership import Kind, inspect, mark
 
 ROOT = Path(__file__).resolve().parents[1]
 STORY = Path(llama_index_e2rag.__file__).parent / "data" / "peter_rabbit.txt"
@@ -347,7 +347,8 @@ def test_persist_keeps_foreign_files_beside_and_under_fixed_temp_names(tmp_path:
 def test_repair_keeps_foreign_names_where_it_swaps_and_sets_folders_aside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llama_index_e2rag import repair
+    from llama_index_e2rag.maintenance import repair
+    from llama_index_e2rag.persist import repair as store_repair  # sets the folder aside
 
     folder = tmp_path / "store"
     build().storage_context.persist(str(folder))
@@ -361,7 +362,7 @@ def test_repair_keeps_foreign_names_where_it_swaps_and_sets_folders_aside(
     assert any("re-embedded" in a for a in report.actions) and not report.after.problems
     assert all((folder / name).read_text() == "mine" for name in planted)
 
-    monkeypatch.setattr(repair.time, "strftime", lambda *_: "STAMP")
+    monkeypatch.setattr(store_repair.time, "strftime", lambda *_: "STAMP")
     taken = folder / "e2rag.damaged-STAMP"
     taken.mkdir()
     (taken / "keep.txt").write_text("mine")
@@ -382,7 +383,7 @@ def test_the_llm_cache_never_rewrites_a_file_it_cannot_read(tmp_path: Path) -> N
 
 
 def test_traceback_logs_prune_only_their_own_files(tmp_path: Path) -> None:
-    from llama_index_e2rag import cli_errors
+    from llama_index_e2rag.cli import errors as cli_errors
 
     logs = tmp_path / "state" / "e2rag" / "logs"  # XDG_STATE_HOME is tmp_path/state (conftest)
     logs.mkdir(parents=True)
@@ -401,17 +402,18 @@ def test_a_migration_removes_only_the_0_1_0_files_it_converted_and_unchanged_sin
 ) -> None:
     """A conversion killed after its commit leaves 0.1.0's vector files, which the next
     ``e2rag migrate`` removes: only those its record names, as they were when converted."""
-    from llama_index_e2rag import migrate
-    from llama_index_e2rag.cli import main
+    from llama_index_e2rag.cli.entry import main
+    from llama_index_e2rag.maintenance.migrate import migrate_store
+    from llama_index_e2rag.persist import legacy
 
     store = tmp_path / "store"
     shutil.copytree(ROOT / "tests" / "data" / "store_0_1_0", store)
     user_files(store)
-    monkeypatch.setattr(migrate, "finish_conversion", lambda folder: None)  # "killed" after it
-    migrate.migrate_store(store)
+    monkeypatch.setattr(legacy, "finish_conversion", lambda folder: None)  # "killed" after it
+    migrate_store(store)
     monkeypatch.undo()
     old = sorted(p.name for p in store.glob("e2rag_*__vector_store.json"))
-    assert len(old) == 6 and (store / "e2rag" / migrate.RECORD_FILE).is_file()
+    assert len(old) == 6 and (store / "e2rag" / legacy.RECORD_FILE).is_file()
     (store / "e2rag_chunk__vector_store.json").write_text("mine")  # changed since: the user's
     mine = {k: v for k, v in snapshot(store).items() if not k.startswith(("e2rag", "."))
             and k.endswith((".txt", ".md", "sub"))}
@@ -420,5 +422,5 @@ def test_a_migration_removes_only_the_0_1_0_files_it_converted_and_unchanged_sin
     assert sorted(p.name for p in store.glob("e2rag_*__vector_store.json")) == [
         "e2rag_chunk__vector_store.json"
     ]
-    assert not (store / "e2rag" / migrate.RECORD_FILE).exists()
+    assert not (store / "e2rag" / legacy.RECORD_FILE).exists()
     assert all(snapshot(store)[k] == v for k, v in mine.items()) and len(mine) == 3

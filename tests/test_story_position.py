@@ -6,7 +6,7 @@ import re
 
 from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.schema import GraphNode, NodeKind
-from llama_index_e2rag.story_position import (
+from llama_index_e2rag.context.story_position import (
     StoryMap,
     StoryPositions,
     describe_position,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from llama_index_e2rag.demo import SAMPLE_PATH
+from llama_index_e2rag.app.demo import SAMPLE_PATH
 from llama_index_e2rag.text import (
     count_words,
     paragraph_spans,

@@ -16,7 +16,7 @@ import pytest
 from llama_index_e2rag.errors import E2RAGError, EntityLookupError
 from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, Position
-from llama_index_e2rag.timeline import (
+from llama_index_e2rag.context.timeline import (
     Timeline,
     entity_timeline,
     format_timeline,

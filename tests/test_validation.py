@@ -1,5 +1,5 @@
-"""llama_index_e2rag.ingest: input refused before any work (whole text, words, JSON metadata,
-duplicate ids) and chunking that survives text without white space or sentence ends."""
+"""llama_index_e2rag.ingest.validation: input refused before any work (whole text, words, JSON
+metadata, duplicate ids) and chunking that survives text without white space or sentence ends."""
 
 from __future__ import annotations
 
@@ -17,17 +17,18 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from scripted_llm import ScriptedLLM
 
-from llama_index_e2rag.demo import SAMPLE_PATH
+from llama_index_e2rag.app.demo import SAMPLE_PATH
 from llama_index_e2rag.errors import BadDocumentError
 from llama_index_e2rag.extract.grounded import CO_NEIGHBOURS
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.chunking import (
+from llama_index_e2rag.extract.chunking import (
     MAX_STOPS_IN_RUN,
     MAX_UNBROKEN_RUN,
     chunk_document,
     run_safe_splitter,
 )
-from llama_index_e2rag.validation import validate_document, validate_documents, validate_nodes
+from llama_index_e2rag.ingest.validation import (
+    validate_document, validate_documents, validate_nodes)
 from llama_index_e2rag.schema import EdgeKind, NodeKind
 
 NAMES = ["Peter", "McGregor"]

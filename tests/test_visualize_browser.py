@@ -17,8 +17,8 @@ import pytest
 from llama_index.core import Settings
 from test_visualize import INJECTION, _evidence, _injected_story
 
-from llama_index_e2rag.cli import main
-from llama_index_e2rag.demo import SAMPLE_PATH
+from llama_index_e2rag.cli.entry import main
+from llama_index_e2rag.app.demo import SAMPLE_PATH
 from llama_index_e2rag.visualize import Evidence, collect_page, evidence_from_results, story_page
 
 CHROMIUM = Path(os.environ.get("E2RAG_CHROMIUM", "/usr/bin/chromium"))
@@ -145,7 +145,7 @@ def test_the_cli_page_of_the_demo_story_shows_the_query_and_the_timeline(
     """``e2rag show --html`` on the real offline default: the page ``index.visualize`` makes,
     every retrieved passage and its graph nodes on the axis in story order, Peter's timeline
     in story order."""
-    from llama_index_e2rag.cli_store import load_store
+    from llama_index_e2rag.cli.store import load_store
 
     out = tmp_path / "story.html"
     argv = [

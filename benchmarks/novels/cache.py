@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from benchmarks.loaders import Narrative
-from llama_index_e2rag.files import atomic_write_text
+from llama_index_e2rag.disk.files import atomic_write_text
 
 _REPO = Path(__file__).resolve().parents[2]
 LIBRARY = _REPO / "llama_index_e2rag"
@@ -39,9 +39,8 @@ DEFAULT_ROOT = Path(os.environ.get("E2RAG_BENCH_CACHE")
 BOOK_MANIFEST = "bench.json"
 SETTINGS_FILE = "settings.json"
 #: Library paths (relative to the package) that only run at query time.
-QUERY_TIME = ("ranking/", "retrievers/", "passage_cache.py", "cli", "server.py", "visualize/",
-              "query_engine.py", "chat_engine.py", "event_graph_engine.py", "extractive.py",
-              "demo.py", "data/narrative_weights.json")
+QUERY_TIME = ("ranking/", "retrievers/", "answer/", "cli/", "app/", "visualize/",
+              "data/narrative_weights.json")
 
 
 def text_sha256(text: str) -> str:
@@ -70,9 +69,9 @@ def build_settings() -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     from benchmarks.systems import EMBED_MODEL_NAME, doc_builders
-    from llama_index_e2rag.extract.grounded import SPACY_MODEL
+    from llama_index_e2rag.extract.spacy_model import SPACY_MODEL
     from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
-    from llama_index_e2rag.persistence import STORE_VERSION
+    from llama_index_e2rag.persist.storage import STORE_VERSION
 
     try:
         spacy_version = version(SPACY_MODEL.replace("_", "-"))

@@ -1,6 +1,6 @@
 """Score retriever configurations on the cached books, beside the window baselines of the run.
 
-Each cached book is loaded once (``llama_index_e2rag.loading.load_index``); every configuration
+Each cached book is loaded once (``llama_index_e2rag.load_index``); every configuration
 is a real ``index.as_retriever(...)`` answering every question of the book, so whatever the
 retrievers do at query time (anchoring, fusion) is what is measured, and no build runs. The
 window baselines (BM25, dense, their hybrid, random; 100-word windows) are ranked in the same
@@ -130,7 +130,7 @@ def evaluate(cache: BookCache, books: Sequence[Narrative], configs: Sequence[Con
     ``signal_spread``. Books named in ``skip`` (already scored by a run being resumed) are
     left out."""
     from benchmarks.systems import make_embed_model
-    from llama_index_e2rag.loading import load_index
+    from llama_index_e2rag.maintenance.load import load_index
 
     if len({c.name for c in configs}) != len(configs):
         raise ValueError("configuration names must be unique")

@@ -58,7 +58,9 @@ def protocol_section() -> list[str]:
            "the same run; `cv` chooses among the same configurations per fold and reports on the "
            "other. "
            "Both print the per-third tables and save per-question rows (`--out`) and markdown "
-           "(`--markdown`). Commands:", "",
+           "(`--markdown`); `--resume RESULTS.json` takes the books those saved results already "
+           "scored (same configurations, same builds) and scores only the others, so books "
+           "built later join a run without scoring the rest again. Commands:", "",
            "```",
            "nice -n 10 python -m benchmarks.novels build            # resumable; --books N",
            "python -m benchmarks.novels status                      # thirds, folds, cache state",

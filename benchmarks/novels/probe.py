@@ -25,10 +25,12 @@ from typing import Any, Optional
 import numpy as np
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_e2rag.lexical import LexicalIndex
-from llama_index_e2rag.passage_cache import narrative_state
-from llama_index_e2rag.ranking.narrative import (NarrativeWeights, PassageTable, Signals, fuse,
-                                                 locate_anchor, order, zscore)
+from llama_index_e2rag.stores.lexical import LexicalIndex
+from llama_index_e2rag.retrievers.passage_cache import narrative_state
+from llama_index_e2rag.ranking.narrative import (NarrativeWeights, Signals, fuse, locate_anchor,
+                                                 order)
+from llama_index_e2rag.ranking.passages import PassageTable
+from llama_index_e2rag.ranking.stats import zscore
 from llama_index_e2rag.ranking.sections import centroid_norms, section_signal
 from llama_index_e2rag.schema import normalize_text
 

@@ -14,15 +14,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 from llama_index.core.schema import BaseNode
 
+from llama_index_e2rag.context.keys import (  # the keys' one registry; importable from here too
+    DOC_ORDER_KEY,
+    EXTRACTION_ERROR_KEY,
+    GRAPH_EDGES_KEY,
+    GRAPH_NODES_KEY,
+    INTERNAL_METADATA_KEYS,
+)
 from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, Position, Span, make_id
-
-GRAPH_NODES_KEY = "e2rag_graph_nodes"
-GRAPH_EDGES_KEY = "e2rag_graph_edges"
-EXTRACTION_ERROR_KEY = "e2rag_extraction_error"
-DOC_ORDER_KEY = "e2rag_doc_order"
-
-#: Keys that must never reach an embedding model or an LLM prompt.
-INTERNAL_METADATA_KEYS = (GRAPH_NODES_KEY, GRAPH_EDGES_KEY, EXTRACTION_ERROR_KEY, DOC_ORDER_KEY)
 
 
 def chunk_doc_id(node: BaseNode) -> str:

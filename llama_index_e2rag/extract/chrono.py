@@ -22,13 +22,13 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.schema import BaseNode, MetadataMode
 from pydantic import BaseModel, Field
 
-from llama_index_e2rag.builders import BuildFailure, OptionalLLM
+from llama_index_e2rag.extract.builders import BuildFailure, OptionalLLM
 from llama_index_e2rag.extract.base import chunk_doc_id, span_nodes
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, Span, make_id
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.llm.runner import LLMRunner
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def approx_token_count(text: str) -> float:
     """Offline token estimate: whitespace words × 1.3 (within ~10% of cl100k on English prose).
 
     The default because it is fast and deterministic; for exact cl100k counts pass
-    ``token_counter=llama_index_e2rag.llm.count_tokens`` (llama-index ships that vocabulary).
+    ``token_counter=llama_index_e2rag.llm.usage.count_tokens`` (llama-index ships that vocabulary).
     """
     return round(1.3 * len(text.split()), 6)
 

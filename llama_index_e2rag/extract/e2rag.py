@@ -38,7 +38,7 @@ from llama_index_e2rag.extract.prompts import (
     ExtractedEntity,
     ExtractedEvent,
 )
-from llama_index_e2rag.llm import LLMRunner, run_sync
+from llama_index_e2rag.llm.runner import LLMRunner, run_sync
 
 _MAX_REASON = 400
 

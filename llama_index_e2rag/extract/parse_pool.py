@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, Iterator, Sequence
 
 from llama_index_e2rag.background import check
+from llama_index_e2rag.extract.spacy_model import load_spacy
 
 #: How often the parent looks up from waiting for a batch to see whether it should stop.
 POLL_SECONDS = 0.1
@@ -69,6 +70,4 @@ def _ignore_ctrl_c() -> None:
 
 def _parse_batch(model: str, texts: list[str]) -> list[bytes]:
     """In a worker: parse one batch (the pipeline loads once per worker, unless forked)."""
-    from llama_index_e2rag.extract.grounded import load_spacy
-
     return [doc.to_bytes() for doc in load_spacy(model).pipe(texts, batch_size=len(texts))]

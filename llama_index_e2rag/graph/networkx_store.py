@@ -10,8 +10,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import networkx as nx
 
-from llama_index_e2rag.errors import GraphStoreError
-from llama_index_e2rag.files import atomic_replace
+from llama_index_e2rag.errors import CorruptGraphError, GraphStoreError
+from llama_index_e2rag.disk.files import atomic_replace
 from llama_index_e2rag.graph.base import Direction, DocRows, batch_links
 from llama_index_e2rag.schema import (
     SCHEMA_VERSION,
@@ -269,7 +269,7 @@ class NetworkXGraphStore:
             store.upsert_nodes(GraphNode.model_validate(n) for n in data["nodes"])
             store.upsert_edges(GraphEdge.model_validate(e) for e in data["edges"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise GraphStoreError(f"{source} is corrupt: {exc}") from exc
+            raise CorruptGraphError(f"{source} is corrupt: {exc}") from exc
         return store
 
     def persist(self, persist_path: str) -> None:
@@ -290,5 +290,5 @@ class NetworkXGraphStore:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise GraphStoreError(f"{path} is corrupt or truncated: {exc}") from exc
+            raise CorruptGraphError(f"{path} is corrupt or truncated: {exc}") from exc
         return cls.from_dict(data, source=str(path))

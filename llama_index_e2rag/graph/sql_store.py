@@ -8,7 +8,6 @@ connection (``_connect``) and their placeholder style; everything else is shared
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from contextlib import contextmanager
@@ -17,116 +16,28 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 
 from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.graph.base import Direction, DocRows, batch_links
+from llama_index_e2rag.graph.sql_rows import (  # noqa: F401 - FORMAT_NAME, SCHEMA, ... re-exported
+    BATCH,
+    DOC_RECORD,
+    EDGE_COLUMNS,
+    FORMAT_NAME,
+    NODE_COLUMNS,
+    ORDER,
+    SCHEMA,
+    TABLES_VERSION,
+    UPSERT_EDGE,
+    UPSERT_META,
+    UPSERT_NODE,
+    batches,
+    edge_row,
+    filters,
+    placeholders,
+    node_row,
+    row_edge,
+    row_node,
+    rows_digest,
+)
 from llama_index_e2rag.schema import SCHEMA_VERSION, EdgeKind, GraphEdge, GraphNode, NodeKind
-
-FORMAT_NAME = "llama-index-e2rag/graph"
-#: Version of the table layout below (independent of the node schema's ``SCHEMA_VERSION``).
-TABLES_VERSION = 1
-#: Ids per ``IN (...)`` list: well under SQLite's and PostgreSQL's parameter limits.
-BATCH = 500
-
-SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS e2rag_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS e2rag_nodes ("
-    " id TEXT PRIMARY KEY, kind TEXT NOT NULL, doc_id TEXT NOT NULL,"
-    " p0 BIGINT NOT NULL, p1 BIGINT NOT NULL, p2 BIGINT NOT NULL,"
-    " s0 BIGINT, s1 BIGINT, chunk_id TEXT, name TEXT, text TEXT NOT NULL, attrs TEXT)",
-    "CREATE INDEX IF NOT EXISTS e2rag_nodes_story ON e2rag_nodes (kind, p0, p1, p2, id)",
-    "CREATE INDEX IF NOT EXISTS e2rag_nodes_doc ON e2rag_nodes (doc_id)",
-    "CREATE TABLE IF NOT EXISTS e2rag_edges ("
-    " source TEXT NOT NULL, target TEXT NOT NULL, kind TEXT NOT NULL, role TEXT NOT NULL,"
-    " doc_id TEXT NOT NULL, attrs TEXT, PRIMARY KEY (source, target, kind, role))",
-    "CREATE INDEX IF NOT EXISTS e2rag_edges_target ON e2rag_edges (target, kind)",
-    "CREATE INDEX IF NOT EXISTS e2rag_edges_kind ON e2rag_edges (kind)",
-    "CREATE INDEX IF NOT EXISTS e2rag_edges_doc ON e2rag_edges (doc_id)",
-    "CREATE TABLE IF NOT EXISTS e2rag_documents (doc_id TEXT PRIMARY KEY, doc_order BIGINT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS e2rag_failures ("
-    " doc_id TEXT NOT NULL, chunk_id TEXT NOT NULL, reason TEXT NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS e2rag_failures_doc ON e2rag_failures (doc_id)",
-)
-_NODE_COLUMNS = "id, kind, doc_id, p0, p1, p2, s0, s1, chunk_id, name, text, attrs"
-_EDGE_COLUMNS = "source, target, kind, role, doc_id, attrs"
-_UPSERT_NODE = (
-    f"INSERT INTO e2rag_nodes ({_NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, doc_id = excluded.doc_id, "
-    "p0 = excluded.p0, p1 = excluded.p1, p2 = excluded.p2, s0 = excluded.s0, s1 = excluded.s1, "
-    "chunk_id = excluded.chunk_id, name = excluded.name, text = excluded.text, "
-    "attrs = excluded.attrs"
-)
-_UPSERT_EDGE = (
-    f"INSERT INTO e2rag_edges ({_EDGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (source, target, kind, role) DO UPDATE SET doc_id = excluded.doc_id, "
-    "attrs = excluded.attrs"
-)
-_ORDER = " ORDER BY p0, p1, p2, id"
-#: Key prefix of the document records in ``e2rag_meta``.
-DOC_RECORD = "doc:"
-_UPSERT_META = (
-    "INSERT INTO e2rag_meta (key, value) VALUES (?, ?) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-)
-
-
-def rows_digest(node_rows: Iterable[Sequence[Any]], edge_rows: Iterable[Sequence[Any]]) -> str:
-    """A digest of a document's rows as stored (ordered), to find rows changed on disk later."""
-    digest = hashlib.sha1()
-    for rows in (node_rows, edge_rows):
-        for row in sorted(tuple("" if v is None else str(v) for v in r) for r in rows):
-            digest.update("\x1f".join(row).encode("utf-8", "surrogatepass"))
-            digest.update(b"\x1e")
-        digest.update(b"\x1d")
-    return digest.hexdigest()
-
-
-def _node_row(node: GraphNode) -> tuple[Any, ...]:
-    span = node.span or (None, None)
-    attrs = json.dumps(node.attrs, ensure_ascii=False) if node.attrs else None
-    return (
-        node.id, node.kind.value, node.doc_id, *node.pos, *span,
-        node.chunk_id, node.name, node.text, attrs,
-    )  # fmt: skip
-
-
-def _row_node(row: Sequence[Any]) -> GraphNode:
-    """Rows come from our own writes, so the record is built without re-validation."""
-    s0, s1 = row[6], row[7]
-    return GraphNode.model_construct(
-        id=row[0],
-        kind=NodeKind(row[1]),
-        doc_id=row[2],
-        pos=(row[3], row[4], row[5]),
-        span=(s0, s1) if s0 is not None else None,
-        chunk_id=row[8],
-        name=row[9],
-        text=row[10],
-        attrs=json.loads(row[11]) if row[11] else {},
-    )
-
-
-def _edge_row(edge: GraphEdge) -> tuple[Any, ...]:
-    attrs = json.dumps(edge.attrs, ensure_ascii=False) if edge.attrs else None
-    return (edge.source, edge.target, edge.kind.value, edge.role or "", edge.doc_id, attrs)
-
-
-def _row_edge(row: Sequence[Any]) -> GraphEdge:
-    return GraphEdge.model_construct(
-        source=row[0],
-        target=row[1],
-        kind=EdgeKind(row[2]),
-        role=row[3] or None,
-        doc_id=row[4],
-        attrs=json.loads(row[5]) if row[5] else {},
-    )
-
-
-def _batches(ids: Sequence[str]) -> Iterator[Sequence[str]]:
-    for start in range(0, len(ids), BATCH):
-        yield ids[start : start + BATCH]
-
-
-def _marks(count: int) -> str:
-    return ", ".join("?" * count)
-
 
 class SQLGraphStore:
     """``GraphStore`` over a DB-API connection; every public write is one transaction.
@@ -275,7 +186,7 @@ class SQLGraphStore:
 
     def _write_nodes(self, cur: Any, nodes: list[GraphNode]) -> None:
         if nodes:
-            cur.executemany(self._sql(_UPSERT_NODE), [_node_row(n) for n in nodes])
+            cur.executemany(self._sql(UPSERT_NODE), [node_row(n) for n in nodes])
             self._bump(cur)
 
     def _write_edges(
@@ -285,9 +196,9 @@ class SQLGraphStore:
             return
         ends = sorted({e.source for e in edges} | {e.target for e in edges})
         known: set[str] = set()
-        for batch in _batches(ends):
+        for batch in batches(ends):
             cur.execute(
-                self._sql(f"SELECT id FROM e2rag_nodes WHERE id IN ({_marks(len(batch))})"),
+                self._sql(f"SELECT id FROM e2rag_nodes WHERE id IN ({placeholders(len(batch))})"),
                 tuple(batch),
             )
             known.update(r[0] for r in cur.fetchall())
@@ -298,7 +209,7 @@ class SQLGraphStore:
                         f"edge {edge.kind.value} {edge.source} -> {edge.target}: node {end!r} "
                         "is not in the graph; upsert nodes before their edges"
                     )
-        cur.executemany(self._sql(_UPSERT_EDGE), rows or [_edge_row(e) for e in edges])
+        cur.executemany(self._sql(UPSERT_EDGE), rows or [edge_row(e) for e in edges])
         self._bump(cur)
 
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
@@ -307,8 +218,8 @@ class SQLGraphStore:
             self._delete_ids(cur, ids)
 
     def _delete_ids(self, cur: Any, ids: Sequence[str]) -> None:
-        for batch in _batches(ids):
-            marks = _marks(len(batch))
+        for batch in batches(ids):
+            marks = placeholders(len(batch))
             cur.execute(
                 self._sql(f"DELETE FROM e2rag_edges WHERE source IN ({marks})"), tuple(batch)
             )
@@ -344,12 +255,12 @@ class SQLGraphStore:
     def _link_owners(self, cur: Any, ids: Sequence[str], doc_id: str) -> set[str]:
         """Documents other than ``doc_id`` owning an edge that touches one of ``ids``."""
         owners: set[str] = set()
-        for batch in _batches(ids):
+        for batch in batches(ids):
             for column in ("source", "target"):
                 rows = self._fetch(
                     cur,
                     f"SELECT DISTINCT doc_id FROM e2rag_edges WHERE {column} IN "
-                    f"({_marks(len(batch))}) AND doc_id <> ?",
+                    f"({placeholders(len(batch))}) AND doc_id <> ?",
                     (*batch, doc_id),
                 )
                 owners.update(r[0] for r in rows)
@@ -365,7 +276,7 @@ class SQLGraphStore:
             record = json.loads(found[0][0]) if found else {}
             if record.get("rows"):
                 record["rows"] = self._doc_digest(partial(self._fetch, cur), doc_id)
-                cur.execute(self._sql(_UPSERT_META), (DOC_RECORD + doc_id, json.dumps(record)))
+                cur.execute(self._sql(UPSERT_META), (DOC_RECORD + doc_id, json.dumps(record)))
 
     def _fetch(self, cur: Any, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of one statement run inside the caller's transaction."""
@@ -392,12 +303,12 @@ class SQLGraphStore:
         with self._transaction() as cur:
             owners: set[str] = set()
             for doc in docs:
-                node_rows = [_node_row(n) for n in doc.nodes]
+                node_rows = [node_row(n) for n in doc.nodes]
                 self._delete_doc(cur, doc.doc_id, owners)
                 if node_rows:
-                    cur.executemany(self._sql(_UPSERT_NODE), node_rows)
+                    cur.executemany(self._sql(UPSERT_NODE), node_rows)
                 edges = list(doc.edges)
-                edge_rows = [_edge_row(e) for e in edges]
+                edge_rows = [edge_row(e) for e in edges]
                 self._write_edges(cur, edges, edge_rows)
                 cur.execute(
                     self._sql("INSERT INTO e2rag_documents (doc_id, doc_order) VALUES (?, ?)"),
@@ -411,30 +322,30 @@ class SQLGraphStore:
                         ),
                         [(doc.doc_id, f.get("chunk_id", ""), f["reason"]) for f in doc.failures],
                     )
-                link_rows = [_edge_row(e) for e in doc.links]
+                link_rows = [edge_row(e) for e in doc.links]
                 record = dict(doc.record, rows=rows_digest(node_rows, edge_rows + link_rows))
-                cur.execute(self._sql(_UPSERT_META), (DOC_RECORD + doc.doc_id, json.dumps(record)))
+                cur.execute(self._sql(UPSERT_META), (DOC_RECORD + doc.doc_id, json.dumps(record)))
             self._write_edges(cur, links)
             self._reseal(cur, owners)
             for key, value in meta.items():
-                cur.execute(self._sql(_UPSERT_META), (key, value))
+                cur.execute(self._sql(UPSERT_META), (key, value))
             self._bump(cur)
 
     # -- reads ----------------------------------------------------------------------------------
     def get_node(self, node_id: str) -> Optional[GraphNode]:
-        rows = self._query(f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE id = ?", (node_id,))
-        return _row_node(rows[0]) if rows else None
+        rows = self._query(f"SELECT {NODE_COLUMNS} FROM e2rag_nodes WHERE id = ?", (node_id,))
+        return row_node(rows[0]) if rows else None
 
     def get_nodes(self, node_ids: Iterable[str]) -> list[GraphNode]:
         """Known nodes among ``node_ids``, in the order asked."""
         wanted = list(dict.fromkeys(node_ids))
         found: dict[str, GraphNode] = {}
-        for batch in _batches(wanted):
+        for batch in batches(wanted):
             rows = self._query(
-                f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE id IN ({_marks(len(batch))})",
+                f"SELECT {NODE_COLUMNS} FROM e2rag_nodes WHERE id IN ({placeholders(len(batch))})",
                 batch,
             )
-            found.update((r[0], _row_node(r)) for r in rows)
+            found.update((r[0], row_node(r)) for r in rows)
         return [found[i] for i in wanted if i in found]
 
     def has_node(self, node_id: str) -> bool:
@@ -443,32 +354,32 @@ class SQLGraphStore:
     def nodes(
         self, kind: Optional[NodeKind] = None, doc_id: Optional[str] = None
     ) -> list[GraphNode]:
-        where, params = _filters(kind=kind, doc_id=doc_id)
-        rows = self._query(f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes{where}{_ORDER}", params)
-        return [_row_node(r) for r in rows]
+        where, params = filters(kind=kind, doc_id=doc_id)
+        rows = self._query(f"SELECT {NODE_COLUMNS} FROM e2rag_nodes{where}{ORDER}", params)
+        return [row_node(r) for r in rows]
 
     def story_neighbors(self, node: GraphNode, before: int, after: int) -> list[GraphNode]:
         """Up to ``before`` nodes of the same kind just before ``node`` and ``after`` just after,
         in story order (``node`` excluded)."""
         key = (node.kind.value, *node.pos, node.id)
         earlier = self._query(
-            f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE kind = ? AND (p0, p1, p2, id) < "
+            f"SELECT {NODE_COLUMNS} FROM e2rag_nodes WHERE kind = ? AND (p0, p1, p2, id) < "
             "(?, ?, ?, ?) ORDER BY p0 DESC, p1 DESC, p2 DESC, id DESC LIMIT ?",
             (*key, before),
         )
         later = self._query(
-            f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE kind = ? AND (p0, p1, p2, id) > "
-            f"(?, ?, ?, ?){_ORDER} LIMIT ?",
+            f"SELECT {NODE_COLUMNS} FROM e2rag_nodes WHERE kind = ? AND (p0, p1, p2, id) > "
+            f"(?, ?, ?, ?){ORDER} LIMIT ?",
             (*key, after),
         )
-        return [_row_node(r) for r in reversed(earlier)] + [_row_node(r) for r in later]
+        return [row_node(r) for r in reversed(earlier)] + [row_node(r) for r in later]
 
     def edges(
         self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None
     ) -> list[GraphEdge]:
-        where, params = _filters(kind=kind, doc_id=doc_id)
-        rows = self._query(f"SELECT {_EDGE_COLUMNS} FROM e2rag_edges{where}", params)
-        return [_row_edge(r) for r in rows]
+        where, params = filters(kind=kind, doc_id=doc_id)
+        rows = self._query(f"SELECT {EDGE_COLUMNS} FROM e2rag_edges{where}", params)
+        return [row_edge(r) for r in rows]
 
     def edges_of(
         self,
@@ -481,9 +392,9 @@ class SQLGraphStore:
         for column, side in (("source", "out"), ("target", "in")):
             if direction in (side, "both"):
                 rows = self._query(
-                    f"SELECT {_EDGE_COLUMNS} FROM e2rag_edges WHERE {column} = ?", (node_id,)
+                    f"SELECT {EDGE_COLUMNS} FROM e2rag_edges WHERE {column} = ?", (node_id,)
                 )
-                found.extend(_row_edge(r) for r in rows if wanted is None or r[2] in wanted)
+                found.extend(row_edge(r) for r in rows if wanted is None or r[2] in wanted)
         return found
 
     def neighbors(
@@ -505,13 +416,13 @@ class SQLGraphStore:
         wanted = {k.value for k in kinds} if kinds is not None else None
         found: list[GraphEdge] = []
         inside = set(ids)
-        for batch in _batches(ids):
+        for batch in batches(ids):
+            marks = placeholders(len(batch))
             rows = self._query(
-                f"SELECT {_EDGE_COLUMNS} FROM e2rag_edges WHERE source IN ({_marks(len(batch))})",
-                batch,
+                f"SELECT {EDGE_COLUMNS} FROM e2rag_edges WHERE source IN ({marks})", batch
             )
             found.extend(
-                _row_edge(r) for r in rows if r[1] in inside and (wanted is None or r[2] in wanted)
+                row_edge(r) for r in rows if r[1] in inside and (wanted is None or r[2] in wanted)
             )
         return found
 
@@ -543,8 +454,8 @@ class SQLGraphStore:
     def _doc_digest(fetch: Callable[[str, Sequence[Any]], list[Any]], doc_id: str) -> str:
         """``rows_digest`` of the rows ``fetch`` reads: the document's nodes and the edges it
         owns (its links included)."""
-        nodes = fetch(f"SELECT {_NODE_COLUMNS} FROM e2rag_nodes WHERE doc_id = ?", (doc_id,))
-        edges = fetch(f"SELECT {_EDGE_COLUMNS} FROM e2rag_edges WHERE doc_id = ?", (doc_id,))
+        nodes = fetch(f"SELECT {NODE_COLUMNS} FROM e2rag_nodes WHERE doc_id = ?", (doc_id,))
+        edges = fetch(f"SELECT {EDGE_COLUMNS} FROM e2rag_edges WHERE doc_id = ?", (doc_id,))
         return rows_digest(nodes, edges)
 
     def doc_orders(self) -> dict[str, int]:
@@ -577,12 +488,3 @@ class SQLGraphStore:
                 key=lambda e: (e["source"], e["target"], e["kind"], e.get("role") or ""),
             ),
         }
-
-
-def _filters(**equals: Any) -> tuple[str, tuple[Any, ...]]:
-    clauses, params = [], []
-    for column, value in equals.items():
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            params.append(value.value if hasattr(value, "value") else value)
-    return (" WHERE " + " AND ".join(clauses) if clauses else "", tuple(params))

@@ -17,8 +17,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Optional
 
-from llama_index_e2rag.errors import StoreDamagedError
-from llama_index_e2rag.files import atomic_replace
+from llama_index_e2rag.errors import DamagedFileError, StoreDamagedError
+from llama_index_e2rag.disk.files import atomic_replace
 from llama_index_e2rag.graph.sql_store import SQLGraphStore
 
 #: File name of the graph inside an e2rag store directory.
@@ -40,6 +40,8 @@ class SQLiteGraphStore(SQLGraphStore):
         self.path = Path(path)
         #: what to tell a user whose database turns out damaged (set by whoever opened it)
         self.repair_hint = "restore the file from a backup or index the documents again"
+        #: ``DamagedFileError`` until an opener that knows the store names its fix
+        self.damage_error: type[StoreDamagedError] = DamagedFileError
 
     @property
     def is_temporary(self) -> bool:
@@ -58,7 +60,7 @@ class SQLiteGraphStore(SQLGraphStore):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.DatabaseError as exc:
-            raise StoreDamagedError(f"{self.path} is not a readable SQLite database ({exc}); "
+            raise self.damage_error(f"{self.path} is not a readable SQLite database ({exc}); "
                                     f"{self.repair_hint}") from exc
         return conn
 
@@ -66,7 +68,7 @@ class SQLiteGraphStore(SQLGraphStore):
         # "database disk image is malformed", "file is not a database": the plain DatabaseError
         # (its subclasses are locks, constraints and SQL mistakes, not damage)
         if type(exc) is sqlite3.DatabaseError:
-            return StoreDamagedError(f"the graph database {self.path} is damaged ({exc}); "
+            return self.damage_error(f"the graph database {self.path} is damaged ({exc}); "
                                      f"{self.repair_hint}")
         return None
 
@@ -86,16 +88,17 @@ class SQLiteGraphStore(SQLGraphStore):
         graph = cls(path)
         if repair_hint:
             graph.repair_hint = repair_hint
+            graph.damage_error = StoreDamagedError
         try:
             with open(path, "rb") as f:
                 header = f.read(16)
         except OSError as exc:
-            raise StoreDamagedError(f"{path} cannot be read ({exc}); {graph.repair_hint}") from exc
+            raise graph.damage_error(f"{path} cannot be read ({exc}); {graph.repair_hint}") from exc
         if header != b"SQLite format 3\x00":
-            raise StoreDamagedError(f"{path} is not a SQLite database (empty or overwritten); "
+            raise graph.damage_error(f"{path} is not a SQLite database (empty or overwritten); "
                                     f"{graph.repair_hint}")
         if not graph.has_tables():
-            raise StoreDamagedError(f"{path} holds no e2rag graph; {graph.repair_hint}")
+            raise graph.damage_error(f"{path} holds no e2rag graph; {graph.repair_hint}")
         return graph
 
     def has_tables(self) -> bool:
@@ -110,7 +113,7 @@ class SQLiteGraphStore(SQLGraphStore):
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
-            raise StoreDamagedError(f"{self.path} is not a readable SQLite database ({exc}); "
+            raise self.damage_error(f"{self.path} is not a readable SQLite database ({exc}); "
                                     f"{self.repair_hint}") from exc
         return bool(rows)
 
@@ -128,7 +131,7 @@ class SQLiteGraphStore(SQLGraphStore):
         try:
             super()._create_schema()
         except sqlite3.DatabaseError as exc:
-            raise StoreDamagedError(f"{self.describe()} is damaged ({exc}); "
+            raise self.damage_error(f"{self.describe()} is damaged ({exc}); "
                                     f"{self.repair_hint}") from exc
 
     def persist(self, persist_path: str | os.PathLike[str]) -> None:

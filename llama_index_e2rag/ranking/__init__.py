@@ -5,7 +5,13 @@
 """
 
 from llama_index_e2rag.ranking.e2rag import (
+    EVENT_WEIGHT,
+    MENTION_POOL,
+    SEED_TOP_K,
+    E2RAGRanking,
     E2RAGSource,
+    clean_cues,
+    e2rag_ranking,
     find_seeds,
     mention_events,
     one_hop,
@@ -14,5 +20,6 @@ from llama_index_e2rag.ranking.e2rag import (
 )
 
 __all__ = [
-    "E2RAGSource", "find_seeds", "mention_events", "one_hop", "rank_chunks", "rerank_mentions"
+    "EVENT_WEIGHT", "MENTION_POOL", "SEED_TOP_K", "E2RAGRanking", "E2RAGSource", "clean_cues",
+    "e2rag_ranking", "find_seeds", "mention_events", "one_hop", "rank_chunks", "rerank_mentions",
 ]

@@ -47,7 +47,7 @@ from llama_index_e2rag.ranking.names import match_names
 from llama_index_e2rag.ranking.temporal import Relation
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.ranking.narrative import PassageTable
+    from llama_index_e2rag.ranking.passages import PassageTable
 
 #: Passages either side of the best match that belong to the same moment (not rivals).
 NEAR = 2

@@ -16,6 +16,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from llama_index_e2rag.ranking.answer_types import PERSON_NOUNS, TEMPORAL_NOUNS
+
 #: The answer kinds this signal knows (``answer_types.AnswerType`` values).
 KINDS = ("who", "where", "when")
 _PERSON_TYPES = frozenset({"PERSON", "NORP", "CHARACTER", "PEOPLE"})
@@ -34,16 +36,14 @@ PLACE_NOUNS = frozenset(
 
 def name_kind(name: str, entity_type: Optional[str]) -> Optional[str]:
     """The answer kind a mention name offers (``KINDS``), or None."""
-    from llama_index_e2rag import answer_types  # the wh-word lists; imported only to build
-
     label = (entity_type or "").strip().upper()
     words = name.split()
     head = words[-1] if words else ""
-    if label in _PERSON_TYPES or head in answer_types._PERSON_NOUNS:
+    if label in _PERSON_TYPES or head in PERSON_NOUNS:
         return "who"
     if label in _PLACE_TYPES or head in PLACE_NOUNS:
         return "where"
-    if label in _TIME_TYPES or head in answer_types._TEMPORAL_NOUNS:
+    if label in _TIME_TYPES or head in TEMPORAL_NOUNS:
         return "when"
     return None
 

@@ -5,6 +5,12 @@ look-ups and the graph around the hits), which ``retrievers/entity_event.py`` im
 ``Stores`` and ``lightrag_ext`` over LightRAG's storages, so both rank identically. Cue
 extraction, budgets and context assembly stay with each front end.
 
+``e2rag_ranking(source, query_vec, entity_vecs, event_vecs, top_k, mention_pool, event_weight)``
+    Steps 3-5 in one call, what both front ends run: ``find_seeds``, ``one_hop``,
+    ``rank_chunks``; returns an ``E2RAGRanking`` (the graph read, ``V_q``, ``V_q+``, the chunk
+    scores). The defaults (``SEED_TOP_K``, ``MENTION_POOL``, ``EVENT_WEIGHT``) are both front
+    ends' defaults; ``clean_cues`` tidies the cue phrases either front end's extractor returns.
+
 ``find_seeds(source, query_vec, entity_vecs, event_vecs, top_k, mention_pool, event_weight)``
     ``V_q``: each entity cue looks up ``top_k * mention_pool`` mentions and each event cue
     ``top_k`` events (the query seeds both when there are no cues at all); contested mentions
@@ -32,6 +38,7 @@ Helpers::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Collection, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -56,6 +63,52 @@ class E2RAGSource(Protocol):
     async def neighbourhood(self, ids: Sequence[str]) -> GraphStore:
         """A graph holding ``ids`` and their ``participates`` neighbours (may be larger)."""
         ...
+
+
+#: Seeds kept per cue and namespace (the final mention seeds are capped at it too).
+SEED_TOP_K = 10
+#: Mentions fetched per entity cue = ``top_k * MENTION_POOL``, so that near-tied mentions of one
+#: name compete in the event-based re-ranking.
+MENTION_POOL = 3
+#: Weight of the events' similarity in a contested mention's score:
+#: ``(1 - w) * sim(mention, cue) + w * max sim(its events, query)``.
+EVENT_WEIGHT = 0.5
+
+
+@dataclass(frozen=True)
+class E2RAGRanking:
+    """Steps 3-5 of one query: what the front ends turn into passages and context."""
+
+    #: The graph read around the seeds (holds ``expanded``).
+    graph: GraphStore
+    #: ``V_q``: seed id -> score, mention seeds best first, then the event seeds.
+    seeds: dict[str, float]
+    #: ``V_q+``: the seeds and their bipartite neighbours, in story order.
+    expanded: list[GraphNode]
+    #: Chunk id -> similarity to ``z_q``, for every chunk behind ``V_q+``.
+    chunks: dict[str, float]
+
+
+async def e2rag_ranking(
+    source: E2RAGSource,
+    query_vec: np.ndarray,
+    entity_vecs: Sequence[np.ndarray],
+    event_vecs: Sequence[np.ndarray],
+    top_k: int = SEED_TOP_K,
+    mention_pool: int = MENTION_POOL,
+    event_weight: float = EVENT_WEIGHT,
+) -> E2RAGRanking:
+    """Seeds, one hop, chunks ranked (§4 steps 3-5): the one E²RAG pipeline of both packages."""
+    graph, seeds = await find_seeds(
+        source, query_vec, entity_vecs, event_vecs, top_k, mention_pool, event_weight
+    )
+    expanded = one_hop(graph, seeds)
+    return E2RAGRanking(graph, seeds, expanded, await rank_chunks(source, query_vec, expanded))
+
+
+def clean_cues(phrases: Iterable[str]) -> list[str]:
+    """Cue phrases stripped, without empty ones and repeats, in their order."""
+    return list(dict.fromkeys(p.strip() for p in phrases if p and p.strip()))
 
 
 async def find_seeds(

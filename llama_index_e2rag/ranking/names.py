@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.ranking.narrative import PassageTable
+    from llama_index_e2rag.ranking.passages import PassageTable
 
 #: Words of a name that never identify a character on their own.
 _TITLES = frozenset(

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from llama_index_e2rag.ranking.stats import zscore
+
 
 def section_ids(doc_of: np.ndarray, size: int, keep: np.ndarray) -> np.ndarray:
     """Section number per row: blocks of ``size`` consecutive rows, restarting at each document
@@ -68,11 +70,6 @@ def section_signal(
     dot = np.bincount(ids, weights=cosine[kept], minlength=count)
     dense = dot / np.where(norms == 0, 1.0, norms)
     lex = np.bincount(ids, weights=np.maximum(lexical[kept], 0.0), minlength=count)
-    score = lexical_weight * _z(lex) + dense_weight * _z(dense)
-    out[kept] = _z(score)[ids]
+    score = lexical_weight * zscore(lex, None) + dense_weight * zscore(dense, None)
+    out[kept] = zscore(score, None)[ids]
     return out
-
-
-def _z(values: np.ndarray) -> np.ndarray:
-    std = float(values.std())
-    return np.zeros_like(values) if std == 0.0 else (values - values.mean()) / std

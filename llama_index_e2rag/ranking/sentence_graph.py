@@ -23,7 +23,7 @@ from typing import Literal, Optional, Sequence
 import numpy as np
 
 from llama_index_e2rag.text import content_words
-from llama_index_e2rag.lexical import LexicalIndex
+from llama_index_e2rag.stores.lexical import LexicalIndex
 
 AnchorRetriever = Literal["hybrid", "dense", "bm25"]
 BridgeDirection = Literal["out", "both"]

@@ -12,10 +12,8 @@ from typing import Optional, Sequence
 
 from llama_index.core.schema import NodeWithScore
 
+from llama_index_e2rag.context.keys import TRIMMED_KEY
 from llama_index_e2rag.ranking.budget import Piece, budget_depth, fill_budget
-
-#: Metadata flag on a node whose text the budget shortened (repeats dropped or cut at the end).
-TRIMMED_KEY = "budget_trimmed"
 
 
 def check_budget(budget_words: Optional[int]) -> None:

@@ -8,7 +8,6 @@ Passages come out ranked by relevance (the paper) or in story order, and never e
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Literal, Optional
@@ -24,17 +23,17 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.filters import asearch, search
-from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
+from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
+from llama_index_e2rag.context.keys import POS_KEY, POSITION_KEY, bookkeeping_keys
+from llama_index_e2rag.context.evidence import ContextOrder, format_position
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.extract.chrono import TOKEN_EPSILON, TokenCounter, approx_token_count
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.modes import layer_missing_python
-from llama_index_e2rag.retrievers.budget import check_budget, within_budget
+from llama_index_e2rag.retrievers.budget import within_budget
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, Position, normalize_text
-from llama_index_e2rag.state_cache import StateCache
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.state_cache import StateCache
+from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.vectors.base import VectorHit
 
 PassageOrder = Literal["relevance", "story"]
@@ -46,9 +45,6 @@ _STOP = frozenset(
     "his her their them him i you we this that these those what who whom how when where why did "
     "do does not no but so then there had has have into out up down".split()
 )
-#: Metadata users and tools need but an embedding or an LLM should not see.
-_HIDDEN_KEYS = (POS_KEY, "layer", "doc_id", "narrative_index", "chrono_index", "key",
-                "fact_ids", "child_ids", "parent_id", "truncated")
 
 
 class ChronoLayerMissingError(E2RAGError, ValueError):
@@ -115,7 +111,6 @@ class ChronoRetriever(StoresRetriever):
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
-        check_budget(budget_words)
         if order is None:
             order = "relevance" if faithful else "story"
         if similarity_top_k < 1:
@@ -130,44 +125,25 @@ class ChronoRetriever(StoresRetriever):
             raise ValueError(f"children_per_fact must be 0 or more, got {children_per_fact}")
         if not _TIMELINES.get(stores) and not has_chrono_layer(stores.graph):
             raise ChronoLayerMissingError(layer_missing_python("chrono", "mode='chrono'"))
-        self._stores = stores
-        self._set_filters(filters)
-        self._embed_model = embed_model
+        super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
         self.similarity_top_k = similarity_top_k
         self.window = window
         self.order = order
         self.token_budget = None if budget_words is not None else token_budget
-        self.budget_words = budget_words
         self.faithful = faithful
         self.children_per_fact = children_per_fact
         self.token_counter: TokenCounter = token_counter or approx_token_count
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @property
     def context_order(self) -> ContextOrder:
         """How the query engine presents the passages: as ranked (the paper) or in story order."""
         return "retrieval" if self.order == "relevance" else "story"
 
-    # -- the two entry points -------------------------------------------------------------------
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        embed_model = self._embed_model
-        embedding = query_bundle.embedding or embed_model.get_agg_embedding_from_queries(
-            query_bundle.embedding_strs
-        )
-        hits = search(
-            self._stores, self._scope(), NodeKind.FACT, embedding, self.similarity_top_k
-        )
-        return self._assemble(query_bundle.query_str, hits)
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        embed_model = self._embed_model
-        embedding = query_bundle.embedding or await embed_model.aget_agg_embedding_from_queries(
-            query_bundle.embedding_strs
-        )
-        hits = await asearch(
-            self._stores, self._scope(), NodeKind.FACT, embedding, self.similarity_top_k
-        )
-        return await asyncio.to_thread(self._assemble, query_bundle.query_str, hits)
+    async def _run(self, query: QueryBundle, io: RetrievalIO) -> list[NodeWithScore]:
+        embedding = await self._query_embedding(query, io)
+        scope = self._scope()
+        hits = await io.search(self._stores, scope, NodeKind.FACT, embedding, self.similarity_top_k)
+        return await io.offload(self._assemble, query.query_str, hits)
 
     # -- assembling -----------------------------------------------------------------------------
     def _assemble(self, query: str, hits: list[VectorHit]) -> list[NodeWithScore]:
@@ -355,7 +331,7 @@ def _chunk_passage(chunk: GraphNode, key: GraphNode, score: float) -> _Passage:
 def _to_node(passage: _Passage) -> NodeWithScore:
     relationships = dict(passage.relationships)
     relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=passage.doc_id)
-    hidden = [k for k in _HIDDEN_KEYS if k in passage.metadata]
+    hidden = bookkeeping_keys(passage.metadata)  # every key of a passage is ours
     node = TextNode(
         id_=passage.id,
         text=passage.text,

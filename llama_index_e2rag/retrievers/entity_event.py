@@ -18,8 +18,9 @@
    Each returned chunk also carries an LLM-visible ``evidence`` text (its part of ``V_q+`` and
    the edges touching it), for engines that only show chunk text and metadata.
 
-Steps 3-5 are ``ranking.e2rag`` (``find_seeds``, ``one_hop``, ``rank_chunks``), the same code
-``lightrag_ext`` runs; this module reads the stores for them (``StoresSource``).
+Steps 3-5 are ``ranking.e2rag.e2rag_ranking`` (seeds, one hop, chunks ranked), the same code
+and defaults ``lightrag_ext`` runs; this module reads the stores for them (``StoresSource``).
+``query_bundle.embedding``, when given, is ``z_q`` (unless HyDE changes the text ranked by).
 
 ``z_q`` embeds the retrieval text: the query, or with HyDE what Alg. 3 calls the "hypothetical
 response transformed text" (``[q; h]`` for the comb. variants, ``h`` for the hyp. variants). The
@@ -31,21 +32,9 @@ HyDE variants (§4 "Hypothetical response coupling") differ only in steps 1-2:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Awaitable,
-    Callable,
-    Collection,
-    Coroutine,
-    Iterable,
-    Optional,
-    Sequence,
-    TypeVar,
-)
+from typing import Any, Collection, Optional, Sequence
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -56,20 +45,31 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.filters import DocScope, asearch, search
-from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context import (
-    ANCHOR_KEY,
-    EVIDENCE_KEY,
-    SIGNALS_KEY,
-    ContextBundle,
-    bundle_from_retrieved,
-    render_evidence,
+from llama_index_e2rag.retrievers.filters import DocScope
+from llama_index_e2rag.retrievers.base import (
+    BLOCKING,
+    RetrievalIO,
+    StoresRetriever,
+    run_blocking,
 )
+from llama_index_e2rag.context.keys import ANCHOR_KEY, EVIDENCE_KEY, SIGNALS_KEY
+from llama_index_e2rag.context.evidence import ContextBundle, bundle_from_retrieved, render_evidence
 from llama_index_e2rag.errors import LLMOutputError, LLMTimeoutError, MissingModelError
+from llama_index_e2rag.extract.prompts import (
+    HYPOTHETICAL_ANSWER_PROMPT,
+    QUERY_CUE_PROMPT,
+    QueryCues,
+)
 from llama_index_e2rag.modes import HYDE_VARIANTS
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.ranking import find_seeds, one_hop, rank_chunks
+from llama_index_e2rag.llm.runner import LLMRunner
+from llama_index_e2rag.ranking.e2rag import (
+    EVENT_WEIGHT,
+    MENTION_POOL,
+    SEED_TOP_K,
+    clean_cues,
+    e2rag_ranking,
+)
 from llama_index_e2rag.ranking.anchor import Anchor, anchor_metadata, side_cost, unit_anchor
 from llama_index_e2rag.ranking.narrative import (
     NarrativeWeights,
@@ -79,15 +79,13 @@ from llama_index_e2rag.ranking.narrative import (
     locate_anchor,
 )
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
-from llama_index_e2rag.passage_cache import narrative_state, restrict_state
-from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
+from llama_index_e2rag.retrievers.passage_cache import narrative_state, restrict_state
+from llama_index_e2rag.retrievers.budget import budget_depth, within_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import CHUNK_WORDS_FLOOR, chunk_result
 from llama_index_e2rag.schema import GraphNode, NodeKind
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.port import Stores
 
-if TYPE_CHECKING:
-    from llama_index_e2rag.llm import LLMRunner
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +95,6 @@ logger = logging.getLogger(__name__)
 #: question does not look at costs ``ANCHOR_WEIGHT`` times the narrative mode's ratio of
 #: ``anchor_side`` to ``anchor`` times ``side_cost(confidence)``, the same relative cost.
 ANCHOR_WEIGHT = 0.15
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -112,19 +109,16 @@ class RetrievalPlan:
 
 
 class StoresSource:
-    """``ranking.E2RAGSource`` over the stores; ``aio`` picks real async or blocking search;
-    searches stay within ``scope``'s documents when there is one."""
+    """``ranking.E2RAGSource`` over the stores, searching as ``io`` waits (blocking or
+    awaited); searches stay within ``scope``'s documents when there is one."""
 
-    def __init__(self, stores: Stores, aio: bool, scope: Optional[DocScope] = None) -> None:
+    def __init__(self, stores: Stores, io: RetrievalIO, scope: Optional[DocScope] = None) -> None:
         self._stores = stores
-        self._aio = aio
+        self._io = io
         self._scope = scope
 
     async def lookup(self, kind: NodeKind, vector: np.ndarray, top_k: int) -> dict[str, float]:
-        if self._aio:
-            hits = await asearch(self._stores, self._scope, kind, vector, top_k)
-        else:
-            hits = search(self._stores, self._scope, kind, vector, top_k)
+        hits = await self._io.search(self._stores, self._scope, kind, vector, top_k)
         return {hit.id: hit.score for hit in hits}
 
     async def similarities(
@@ -174,10 +168,10 @@ class EntityEventRetriever(StoresRetriever):
         parser: Any = None,
         similarity_top_k: int = 5,
         hyde: Optional[str] = None,
-        seed_top_k: int = 10,
+        seed_top_k: int = SEED_TOP_K,
         llm: Optional[LLM] = None,
-        mention_pool: int = 3,
-        event_weight: float = 0.5,
+        mention_pool: int = MENTION_POOL,
+        event_weight: float = EVENT_WEIGHT,
         budget_words: Optional[int] = None,
         faithful: bool = False,
         anchor_weight: float = ANCHOR_WEIGHT,
@@ -185,32 +179,24 @@ class EntityEventRetriever(StoresRetriever):
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
-        check_budget(budget_words)
         if similarity_top_k < 1 or seed_top_k < 1 or mention_pool < 1:
             raise ValueError("similarity_top_k, seed_top_k and mention_pool must be >= 1")
         if hyde is not None and hyde not in HYDE_VARIANTS:
             raise ValueError(f"unknown hyde variant {hyde!r}; choose one of {HYDE_VARIANTS}")
         if not 0.0 <= event_weight <= 1.0:
             raise ValueError(f"event_weight must be between 0 and 1, got {event_weight}")
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        from llama_index_e2rag.extract.prompts import HYPOTHETICAL_ANSWER_PROMPT, QUERY_CUE_PROMPT
+        super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
 
-        self._stores = stores
-        self._set_filters(filters)
-        self._embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.hyde = hyde
         self.seed_top_k = seed_top_k
         self.mention_pool = mention_pool
         self.event_weight = event_weight
-        self.budget_words = budget_words
         self.faithful = faithful
         self.anchor_weight = anchor_weight
         self._cue_prompt: BasePromptTemplate = QUERY_CUE_PROMPT
         self._hyde_prompt: BasePromptTemplate = HYPOTHETICAL_ANSWER_PROMPT
         if llm is not None:
-            from llama_index_e2rag.llm import LLMRunner
-
             self._runner = LLMRunner(llm)
         else:
             self._runner = llm_runner
@@ -235,13 +221,7 @@ class EntityEventRetriever(StoresRetriever):
         self._cue_prompt = prompts_dict.get("query_cue_prompt", self._cue_prompt)
         self._hyde_prompt = prompts_dict.get("hypothetical_answer_prompt", self._hyde_prompt)
 
-    # -- llama-index entry points -------------------------------------------------------------
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return _run_blocking(self._run(query_bundle.query_str, aio=False))[0]
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return (await self._run(query_bundle.query_str, aio=True))[0]
-
+    # -- entry points beyond llama-index's ----------------------------------------------------
     def retrieve_with_context(self, query: str) -> tuple[list[NodeWithScore], ContextBundle]:
         """Passages and their assembled context (passages, subgraph, descriptions)."""
         nodes = self.retrieve(query)
@@ -253,24 +233,18 @@ class EntityEventRetriever(StoresRetriever):
 
     def plan(self, query: str) -> RetrievalPlan:
         """Steps 1-2 only: the texts and cues this retriever derives from ``query``."""
-        return _run_blocking(self._plan(query, aio=False))
+        return run_blocking(self._plan(query, BLOCKING))
 
-    # -- the algorithm (one body; ``aio`` picks real async or blocking I/O) --------------------
-    async def _run(self, query: str, aio: bool) -> tuple[list[NodeWithScore], RetrievalPlan]:
-        plan = await self._plan(query, aio)
+    # -- the algorithm --------------------------------------------------------------------------
+    async def _run(self, query: QueryBundle, io: RetrievalIO) -> list[NodeWithScore]:
+        plan = await self._plan(query.query_str, io)
         scope = self._scope()
-        source = StoresSource(self._stores, aio, scope)
-        cue = None if self.faithful else temporal_cue(query)
+        source = StoresSource(self._stores, io, scope)
+        cue = None if self.faithful else temporal_cue(query.query_str)
         clause = [cue.clause] if cue is not None and cue.clause else []
-        phrases = list(
-            dict.fromkeys([plan.rank_text, *plan.entity_cues, *plan.event_cues, *clause])
-        )
-        vectors = {
-            p: np.asarray(v, dtype=np.float32)
-            for p, v in zip(phrases, await self._embed(phrases, aio), strict=True)
-        }
+        vectors = await self._vectors(query, plan, clause, io)
         z_q = vectors[plan.rank_text]
-        graph, seeds = await find_seeds(
+        found = await e2rag_ranking(
             source,
             z_q,
             [vectors[c] for c in plan.entity_cues],
@@ -279,8 +253,7 @@ class EntityEventRetriever(StoresRetriever):
             self.mention_pool,
             self.event_weight,
         )
-        expanded = one_hop(graph, seeds)
-        chunk_sims = await rank_chunks(source, z_q, expanded)
+        graph, seeds, expanded, chunk_sims = found.graph, found.seeds, found.expanded, found.chunks
         ranking, anchor, beyond = chunk_sims, None, {}
         located = self._locate(cue, vectors[cue.clause]) if cue is not None and clause else None
         if located is not None:
@@ -309,7 +282,7 @@ class EntityEventRetriever(StoresRetriever):
         }
         if self.budget_words is None:
             top = ranked[: self.similarity_top_k]
-            return self._to_nodes(top, ranking, expanded, seeds, signals, anchor), plan
+            return self._to_nodes(top, ranking, expanded, seeds, signals, anchor)
         if not self.faithful:  # chunks beyond V_q+ keep filling the budget, best first
             depth = budget_depth(self.budget_words, CHUNK_WORDS_FLOOR, self.similarity_top_k)
             extra = await source.lookup(NodeKind.CHUNK, z_q, depth)
@@ -318,7 +291,20 @@ class EntityEventRetriever(StoresRetriever):
                 signals.setdefault(cid, {"similarity": round(sim, 4), "beyond_v_q": 1.0})
             ranking = {**extra, **ranking}
         nodes = self._to_nodes(ranked, ranking, expanded, seeds, signals, anchor)
-        return within_budget(nodes, self.budget_words), plan
+        return within_budget(nodes, self.budget_words)
+
+    async def _vectors(
+        self, query: QueryBundle, plan: RetrievalPlan, clause: list[str], io: RetrievalIO
+    ) -> dict[str, np.ndarray]:
+        """``z_q`` and each cue's vector, by phrase; ``z_q`` is the caller's ``query.embedding``
+        when the query itself is ranked (no HyDE text), as in every mode."""
+        phrases = [plan.rank_text, *plan.entity_cues, *plan.event_cues, *clause]
+        known = {}
+        if plan.rank_text == query.query_str:
+            known[plan.rank_text] = await self._query_embedding(query, io)
+        rest = [p for p in dict.fromkeys(phrases) if p not in known]
+        known.update(zip(rest, await io.embed_queries(self._embed_model, rest), strict=True))
+        return {p: np.asarray(v, dtype=np.float32) for p, v in known.items()}
 
     def _locate(
         self, cue: TemporalCue, clause_vector: np.ndarray
@@ -372,12 +358,11 @@ class EntityEventRetriever(StoresRetriever):
             logger.warning("no spaCy parser (%s): the anchor clause is read without events", exc)
             return QueryGraph()
 
-    async def _plan(self, query: str, aio: bool) -> RetrievalPlan:
+    async def _plan(self, query: str, io: RetrievalIO) -> RetrievalPlan:
         hypothetical = None
         if self.hyde is not None:
             hypothetical = (
-                await self._call(
-                    aio,
+                await io.call(
                     self._runner.complete,
                     self._runner.acomplete,
                     self._hyde_prompt,
@@ -396,7 +381,7 @@ class EntityEventRetriever(StoresRetriever):
         entities: list[str] = []
         events: list[str] = []
         if extraction_text is not None:
-            entities, events = await self._cues(extraction_text, aio)
+            entities, events = await self._cues(extraction_text, io)
         return RetrievalPlan(
             rank_text=rank_text,
             extraction_text=extraction_text,
@@ -405,7 +390,7 @@ class EntityEventRetriever(StoresRetriever):
             event_cues=tuple(events),
         )
 
-    async def _cues(self, text: str, aio: bool) -> tuple[list[str], list[str]]:
+    async def _cues(self, text: str, io: RetrievalIO) -> tuple[list[str], list[str]]:
         """``g(text)``: entity and event phrases (LLM, or the grounded parser offline).
 
         When the LLM's answer is unusable after the runner's repair round (``LLMOutputError``)
@@ -416,11 +401,8 @@ class EntityEventRetriever(StoresRetriever):
         if self._runner is None:
             entities, events = self._parser.parse_query(text)
         else:
-            from llama_index_e2rag.extract.prompts import QueryCues
-
             try:
-                cues = await self._call(
-                    aio,
+                cues = await io.call(
                     self._runner.structured,
                     self._runner.astructured,
                     self._cue_prompt,
@@ -432,7 +414,7 @@ class EntityEventRetriever(StoresRetriever):
                 logger.warning("query cue extraction failed (%s); using LLM-free cues", exc)
                 return self._fallback_cues(text)
             entities, events = cues.entities, cues.events
-        return _clean(entities), _clean(events)
+        return clean_cues(entities), clean_cues(events)
 
     def _fallback_cues(self, text: str) -> tuple[list[str], list[str]]:
         """The grounded parser's cues (the index's own parser, else a new one); no cues (seeds
@@ -445,24 +427,7 @@ class EntityEventRetriever(StoresRetriever):
         except MissingModelError as exc:
             logger.warning("LLM-free cues unavailable (%s); seeding from the query", exc)
             return [], []
-        return _clean(entities), _clean(events)
-
-    # -- I/O helpers (each has a blocking and an async form) ----------------------------------
-    @staticmethod
-    async def _call(
-        aio: bool,
-        sync_fn: Callable[..., T],
-        async_fn: Callable[..., Awaitable[T]],
-        *args: Any,
-        **kwargs: Any,
-    ) -> T:
-        return await async_fn(*args, **kwargs) if aio else sync_fn(*args, **kwargs)
-
-    async def _embed(self, texts: list[str], aio: bool) -> list[list[float]]:
-        embed = self._embed_model
-        if aio:
-            return list(await asyncio.gather(*(embed.aget_query_embedding(t) for t in texts)))
-        return [embed.get_query_embedding(t) for t in texts]
+        return clean_cues(entities), clean_cues(events)
 
     # -- results ------------------------------------------------------------------------------
     def _to_nodes(
@@ -508,23 +473,3 @@ class EntityEventRetriever(StoresRetriever):
                 )
             )
         return results
-
-
-def _clean(phrases: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(p.strip() for p in phrases if p and p.strip()))
-
-
-
-def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends (the ``aio=False`` path) without an event loop.
-
-    The blocking path reuses the async algorithm's body but only calls blocking I/O, so the
-    coroutine finishes on its first step; no loop is created, which keeps the sync API usable
-    from threads and from inside running loops alike.
-    """
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise RuntimeError("the blocking retrieval path awaited real asynchronous I/O")

@@ -12,7 +12,6 @@ node carries the decomposition (metadata ``decomposition``), so the two-stage en
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from dataclasses import asdict, dataclass
@@ -30,15 +29,22 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from llama_index_e2rag.context import EVIDENCE_KEY, POS_KEY, POSITION_KEY, format_position
+from llama_index_e2rag.context.keys import (
+    EVIDENCE_KEY,
+    EVIDENCE_RANK_KEY,
+    POS_KEY,
+    POSITION_KEY,
+    bookkeeping_keys,
+)
+from llama_index_e2rag.context.evidence import format_position
 from llama_index_e2rag.errors import E2RAGError, LLMOutputError, LLMTimeoutError, MissingModelError
 from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.extract.event_graph.prompts import (
+    DECOMPOSE_PROMPT,
     EVENTGRAPH_DECOMPOSE,
     draft_of,
     parse_decomposition,
 )
-from llama_index_e2rag.llm import run_sync
 from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.ranking.event_graph import (
     Aligned,
@@ -52,24 +58,23 @@ from llama_index_e2rag.ranking.event_graph import (
     match_events,
     reasoning_paths,
 )
-from llama_index_e2rag.filters import DocScope, asearch, search
-from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.retrievers.budget import check_budget, within_budget
+from llama_index_e2rag.retrievers.filters import DocScope
+from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
+from llama_index_e2rag.retrievers.budget import within_budget
+from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import chunk_metadata, chunk_result
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, sort_by_position
-from llama_index_e2rag.state_cache import StateCache
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.state_cache import StateCache
+from llama_index_e2rag.stores.port import Stores
 
 if TYPE_CHECKING:
     from llama_index_e2rag.extract.grounded import GroundedExtractor
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.llm.runner import LLMRunner
 
 DecomposeMode = Literal["auto", "llm", "parse"]
 #: How a decomposition was made: the LLM's; the query's parse; the LLM's draft with the parse
 #: (its JSON was unreadable); the parse after the LLM call failed.
 DecomposedBy = Literal["llm", "parse", "llm_draft+parse", "parse_after_llm_error"]
-#: Metadata the LLM reads; every other key of ours is bookkeeping, hidden from LLM and embedding.
-_SHOWN = ("label", "evidence_role", POSITION_KEY)
 #: Words of an entity's description shown under a path.
 SHORT_DESCRIPTION_WORDS = 25
 logger = logging.getLogger(__name__)
@@ -195,7 +200,6 @@ class EventGraphRetriever(StoresRetriever):
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
-        check_budget(budget_words)
         chunk_top_k = similarity_top_k if similarity_top_k is not None else chunk_top_k
         for name, value in (("chunk_top_k", chunk_top_k), ("entity_top_k", entity_top_k),
                             ("event_top_k", event_top_k), ("max_path_length", max_path_length)):
@@ -210,10 +214,7 @@ class EventGraphRetriever(StoresRetriever):
             )
         if not _VIEW.get(stores).entities:
             raise EventGraphMissingError(layer_missing_python("event_graph", "mode='event_graph'"))
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._stores = stores
-        self._set_filters(filters)
-        self._embed_model = embed_model
+        super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
         self._llm_runner = llm_runner if decompose != "parse" else None
         self._parser = parser
         self._decompose_prompt = decompose_prompt
@@ -222,47 +223,28 @@ class EventGraphRetriever(StoresRetriever):
         self.event_top_k = event_top_k
         self.max_path_length = max_path_length
         self.decompose = decompose
-        self.budget_words = budget_words
 
     def _get_prompts(self) -> PromptDictType:
-        from llama_index_e2rag.extract.event_graph.prompts import DECOMPOSE_PROMPT
-
         return {"decompose_prompt": self._decompose_prompt or DECOMPOSE_PROMPT}
 
     def _update_prompts(self, prompts_dict: PromptDictType) -> None:
         self._decompose_prompt = prompts_dict.get("decompose_prompt", self._decompose_prompt)
 
-    # -- llama-index entry points -------------------------------------------------------------
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = query_bundle.query_str
-        q_vec = query_bundle.embedding or self._embed_model.get_query_embedding(query)
+    # -- the retrieval ---------------------------------------------------------------------------
+    async def _run(self, query: QueryBundle, io: RetrievalIO) -> list[NodeWithScore]:
+        question = query.query_str
+        q_vec = await self._query_embedding(query, io)
         scope = self._scope()
-        view = restrict_view(_VIEW.get(self._stores), scope)
-        chunks = self._chunks(search(self._stores, scope, NodeKind.CHUNK, q_vec, self.chunk_top_k))
+        view = restrict_view(await io.offload(_VIEW.get, self._stores), scope)
+        hits = await io.search(self._stores, scope, NodeKind.CHUNK, q_vec, self.chunk_top_k)
+        chunks = await io.offload(self._chunks, hits)
         if self._llm_runner is not None:
-            decomposition = run_sync(self._llm_decompose(query, chunks))
+            decomposition = await self._llm_decompose(question, chunks, io)
         else:
-            decomposition = self._parse(query, "", "parse")
+            decomposition = await io.offload(self._parse, question, "", "parse")
         texts = decomposition.entities + decomposition.sub_queries
-        vectors = [self._embed_model.get_query_embedding(t) for t in texts]
-        return self._results(view, chunks, decomposition, vectors)
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = query_bundle.query_str
-        q_vec = query_bundle.embedding or await self._embed_model.aget_query_embedding(query)
-        scope = self._scope()
-        view = restrict_view(await asyncio.to_thread(_VIEW.get, self._stores), scope)
-        hits = await asearch(self._stores, scope, NodeKind.CHUNK, q_vec, self.chunk_top_k)
-        chunks = await asyncio.to_thread(self._chunks, hits)
-        if self._llm_runner is not None:
-            decomposition = await self._llm_decompose(query, chunks)
-        else:
-            decomposition = await asyncio.to_thread(self._parse, query, "", "parse")
-        texts = decomposition.entities + decomposition.sub_queries
-        vectors = list(
-            await asyncio.gather(*(self._embed_model.aget_query_embedding(t) for t in texts))
-        )
-        return await asyncio.to_thread(self._results, view, chunks, decomposition, vectors)
+        vectors = await io.embed_queries(self._embed_model, texts)
+        return await io.offload(self._results, view, chunks, decomposition, vectors)
 
     # -- steps ---------------------------------------------------------------------------------
     def _chunks(self, hits: Sequence[Any]) -> list[_Chunk]:
@@ -275,30 +257,35 @@ class EventGraphRetriever(StoresRetriever):
     def _parse(self, query: str, draft: str, how: DecomposedBy) -> Decomposition:
         """The offline decomposition: the question's entity phrases and its clauses."""
         if self._parser is None:
-            from llama_index_e2rag.retrievers.parsing import extractors_parser
-
             self._parser = extractors_parser(())
         entities, sub_queries = self._parser.parse_query(query)
         return Decomposition(draft, entities, sub_queries, how)
 
-    async def _llm_decompose(self, query: str, chunks: Sequence[_Chunk]) -> Decomposition:
+    async def _llm_decompose(
+        self, query: str, chunks: Sequence[_Chunk], io: RetrievalIO
+    ) -> Decomposition:
         """Figure 7: the draft and the decomposition in one call; an unreadable JSON block keeps
         the draft and decomposes by the parse, a failed call decomposes by the parse alone."""
         prompt = self._get_prompts()["decompose_prompt"]
+        runner = self._llm_runner
+        assert runner is not None  # _run asks only with a runner
         try:
-            answer = await self._llm_runner.acomplete(  # type: ignore[union-attr]
-                prompt, kind=EVENTGRAPH_DECOMPOSE, question=query, evidence=chunk_context(chunks)
+            answer = await io.call(
+                runner.complete,
+                runner.acomplete,
+                prompt,
+                kind=EVENTGRAPH_DECOMPOSE,
+                question=query,
+                evidence=chunk_context(chunks),
             )
         except (LLMOutputError, LLMTimeoutError) as exc:
             logger.warning("query decomposition failed (%s); parsing the question", exc)
-            return await asyncio.to_thread(self._parse, query, "", "parse_after_llm_error")
+            return await io.offload(self._parse, query, "", "parse_after_llm_error")
         try:
             draft, parsed = parse_decomposition(answer)
         except LLMOutputError as exc:
             logger.warning("unreadable query decomposition (%s); parsing the question", exc)
-            return await asyncio.to_thread(
-                self._parse, query, draft_of(answer), "llm_draft+parse"
-            )
+            return await io.offload(self._parse, query, draft_of(answer), "llm_draft+parse")
         return Decomposition(draft, parsed.entities, parsed.sub_queries or [query.strip()], "llm")
 
     def _results(
@@ -339,7 +326,7 @@ class EventGraphRetriever(StoresRetriever):
             key=lambda n: n.node.node_id,
         )
         for rank, item in enumerate(ranked):
-            item.node.metadata["rank"] = rank
+            item.node.metadata[EVIDENCE_RANK_KEY] = rank
         nodes = within_budget(ranked, self.budget_words)
         nodes.sort(key=lambda n: (tuple(n.node.metadata[POS_KEY]), n.node.node_id))
         return nodes
@@ -395,13 +382,12 @@ class _Items:
     def chunk(self, i: int, chunk: _Chunk) -> NodeWithScore:
         ours = self._common("chunk", f"C_{i + 1}", NodeKind.CHUNK.value, [chunk.node.node_id])
         item = chunk_result(chunk.node, chunk.graph_node, chunk.score, ours)
-        hidden = [k for k in ours if k not in _SHOWN]
-        node = item.node
+        node = item.node  # the LLM reads its label and role, the embedding none of ours
         node.excluded_llm_metadata_keys = list(
-            dict.fromkeys([*node.excluded_llm_metadata_keys, *hidden, "rank"])
+            dict.fromkeys([*node.excluded_llm_metadata_keys, EVIDENCE_RANK_KEY])
         )
         node.excluded_embed_metadata_keys = list(
-            dict.fromkeys([*node.excluded_embed_metadata_keys, *hidden, "rank", *_SHOWN])
+            dict.fromkeys([*node.excluded_embed_metadata_keys, *ours, EVIDENCE_RANK_KEY])
         )
         return item
 
@@ -450,13 +436,13 @@ class _Items:
             "similarity": score,
         })
         metadata = {**self._sources.get(anchor.chunk_id or "", {}), **ours}
-        hidden = [k for k in ours if k not in _SHOWN] + ["rank"]
+        hidden = [*bookkeeping_keys(ours), EVIDENCE_RANK_KEY]
         text_node = TextNode(
             id_=node_id,
             text=text,
             metadata=metadata,
             relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=anchor.doc_id)},
             excluded_llm_metadata_keys=hidden,
-            excluded_embed_metadata_keys=hidden + list(_SHOWN),
+            excluded_embed_metadata_keys=[*ours, EVIDENCE_RANK_KEY],  # none of ours
         )
         return NodeWithScore(node=text_node, score=score)

@@ -15,7 +15,6 @@ query embeds only itself and its nodes; the rest is one matrix product.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Optional
 
@@ -31,10 +30,11 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.filters import DocScope
-from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context import POS_KEY, POSITION_KEY, ContextOrder, format_position
-from llama_index_e2rag.node_embeddings import (
+from llama_index_e2rag.retrievers.filters import DocScope
+from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
+from llama_index_e2rag.context.keys import POS_KEY, POSITION_KEY, bookkeeping_keys
+from llama_index_e2rag.context.evidence import ContextOrder, format_position
+from llama_index_e2rag.stores.node_embeddings import (
     CANDIDATE_KINDS,
     EMBEDDING_VARIANTS,
     EmbeddingVariant,
@@ -43,30 +43,16 @@ from llama_index_e2rag.node_embeddings import (
     graph_cache,
     l2_normalize,
 )
-from llama_index_e2rag.retrievers.budget import check_budget, within_budget
+from llama_index_e2rag.retrievers.budget import within_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import GraphNode, NodeKind
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.port import Stores
 
 Order = Literal["relevance", "story"]
 #: With a budget, K grows to one graph node per this many words of budget (a node's sentences
 #: overlap other nodes', so this over-reaches on purpose and the budget cuts the rest).
 BUDGET_WORDS_PER_NODE = 20
-
-#: Metadata that describes retrieval, not the text: kept out of embedding and LLM views.
-_BOOKKEEPING_KEYS = (
-    "kind",
-    POS_KEY,
-    "doc_id",
-    "chunk_id",
-    "span",
-    "graph_nodes",
-    "ret_count",
-    "query_hits",
-    "query_similarity",
-)
-
 
 @dataclass
 class _Hit:
@@ -177,13 +163,8 @@ class GroundedGraphRetriever(StoresRetriever):
             raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
         if max_sentences is not None and max_sentences < 1:
             raise ValueError(f"max_sentences must be at least 1, got {max_sentences}")
-        check_budget(budget_words)
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._stores = stores
-        self._set_filters(filters)
-        self._embed_model = embed_model
+        super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
         self.similarity_top_k = similarity_top_k
-        self.budget_words = budget_words
         self.embedding_variant = embedding_variant
         self.alpha = alpha
         self.beta = beta
@@ -198,18 +179,17 @@ class GroundedGraphRetriever(StoresRetriever):
         """How the query engine presents the results: as ranked, or in story order."""
         return "story" if self.order == "story" else "retrieval"
 
-    # -- llama-index entry points -------------------------------------------------------------
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        cache = graph_cache(self._stores)
-        texts = self._texts_to_embed(query_bundle.query_str)
-        vectors = self._embed_model.get_text_embedding_batch(texts)
-        return self._select(cache, *_split_vectors(vectors))
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        # Building the cache is CPU and store work; keep the event loop free meanwhile.
-        cache = await asyncio.to_thread(graph_cache, self._stores)
-        texts = self._texts_to_embed(query_bundle.query_str)
-        vectors = await self._embed_model.aget_text_embedding_batch(texts)
+    # -- the retrieval ---------------------------------------------------------------------------
+    async def _run(self, query: QueryBundle, io: RetrievalIO) -> list[NodeWithScore]:
+        cache = await io.offload(graph_cache, self._stores)
+        texts = self._texts_to_embed(query.query_str)
+        given = [] if query.embedding is None else [query.embedding]  # the query sentence's
+        texts = texts[len(given):]
+        model = self._embed_model
+        vectors = given + (
+            await io.call(model.get_text_embedding_batch, model.aget_text_embedding_batch, texts)
+            if texts else []
+        )
         return self._select(cache, *_split_vectors(vectors))
 
     # -- steps ---------------------------------------------------------------------------------
@@ -369,9 +349,7 @@ def _node_text(node: GraphNode) -> str:
 
 
 def _text_node(graph_node: GraphNode, cand: _Candidate, source_meta: dict[str, Any]) -> TextNode:
-    metadata = dict(source_meta)
-    metadata.update(
-        {
+    ours = {
             "kind": graph_node.kind.value,
             POSITION_KEY: format_position(graph_node.pos),
             POS_KEY: list(graph_node.pos),
@@ -382,9 +360,9 @@ def _text_node(graph_node: GraphNode, cand: _Candidate, source_meta: dict[str, A
             "ret_count": len(cand.hit.units),
             "query_hits": len(cand.hit.by_query),
             "query_similarity": round(cand.text_sim, 6),
-        }
-    )
-    hidden = list(_BOOKKEEPING_KEYS)
+    }
+    metadata = {**source_meta, **ours}
+    hidden = bookkeeping_keys(ours)
     return TextNode(
         id_=graph_node.id,
         text=graph_node.text,

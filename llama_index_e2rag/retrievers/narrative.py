@@ -23,7 +23,6 @@ parent's), ``story_match`` and ``rank`` (``ranking.scores``): scores never rise 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from typing import Any, Optional, Sequence
@@ -40,21 +39,32 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.answer_types import answer_type
-from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context import (
+from llama_index_e2rag.ranking.answer_types import answer_type
+from llama_index_e2rag.retrievers.base import (
+    BLOCKING,
+    RetrievalIO,
+    StoresRetriever,
+    run_blocking,
+)
+from llama_index_e2rag.context.keys import (
     ANCHOR_KEY,
+    CONTINUATION_KEY,
+    CONTINUES_KEY,
     EVIDENCE_KEY,
     POS_KEY,
     POSITION_KEY,
+    RANK_KEY,
     SIGNALS_KEY,
-    ContextOrder,
-    format_position,
+    STORY_MATCH_KEY,
+    TRIMMED_KEY,
+    bookkeeping_keys,
 )
+from llama_index_e2rag.context.evidence import format_position
 from llama_index_e2rag.errors import E2RAGError, MissingModelError
 from llama_index_e2rag.extract.grounded import GroundedExtractor
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
-from llama_index_e2rag.passage_cache import NarrativeState, narrative_state, restrict_state
+from llama_index_e2rag.retrievers.passage_cache import (
+    NarrativeState, narrative_state, restrict_state)
 from llama_index_e2rag.ranking.budget import Piece, budget_depth, fill_budget
 from llama_index_e2rag.ranking.narrative import (
     SIGNALS,
@@ -69,23 +79,10 @@ from llama_index_e2rag.ranking.narrative import (
 from llama_index_e2rag.ranking.anchor import Anchor, anchor_metadata
 from llama_index_e2rag.ranking.scores import narrative_score
 from llama_index_e2rag.ranking.temporal import TemporalCue, temporal_cue
-from llama_index_e2rag.retrievers.budget import TRIMMED_KEY, check_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
-from llama_index_e2rag.retrievers.vector import BOOKKEEPING_KEYS
 from llama_index_e2rag.schema import NodeKind
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.port import Stores
 
-#: Metadata key naming the passage a continuation follows (or, for *before*, precedes).
-CONTINUES_KEY = "continues"
-#: Key of ``metadata["signals"]``: the question's best cosine with any passage (calibrates the
-#: score, see ``ranking.scores``).
-STORY_MATCH_KEY = "story_match"
-#: Key of ``metadata["signals"]``: the result's 1-based place in the ranking, continuations
-#: included (calibrates the score: the 6th passage is less likely the answer than the 1st).
-RANK_KEY = "rank"
-#: Key of ``metadata["signals"]``: a continuation's parent's raw score (its score is the hit's).
-CONTINUATION_KEY = "continuation"
-_HIDDEN = (*BOOKKEEPING_KEYS, CONTINUES_KEY, TRIMMED_KEY, "span")
 logger = logging.getLogger(__name__)
 
 
@@ -122,33 +119,34 @@ class NarrativeRetriever(StoresRetriever):
     ) -> None:
         if similarity_top_k < 1:
             raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
-        check_budget(budget_words)
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._stores = stores
-        self._set_filters(filters)
-        self._embed_model = embed_model
+        super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
         self.passage_words = passage_words
         self.similarity_top_k = similarity_top_k
-        self.budget_words = budget_words
         self.weights = (weights or NarrativeWeights.fitted()).without(*disable)
         self._parser: Any = parser
 
-    @property
-    def context_order(self) -> ContextOrder:
-        """The answer LLM reads the evidence in story order."""
-        return "story"
+    # -- the retrieval ---------------------------------------------------------------------------
+    async def _run(self, query: QueryBundle, io: RetrievalIO) -> list[NodeWithScore]:
+        return self.results(*await self._read_question(query, io))
 
-    # -- llama-index entry points -------------------------------------------------------------
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self.results(*self.signals(query_bundle.query_str))
+    def signals(self, query: str) -> tuple[NarrativeState, Signals]:
+        """The index's passage state and this question's signal arrays (before weighting).
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        state = await asyncio.to_thread(self._state)
-        cue, texts = self._texts(query_bundle.query_str)
-        embed = self._embed_model
-        vectors = list(await asyncio.gather(*(embed.aget_query_embedding(t) for t in texts)))
-        graphs = [await asyncio.to_thread(self._read, t) for t in texts]
-        return self.results(state, self._signals(state, texts, vectors, graphs, cue))
+        What ``retrieve`` ranks from; public so weights can be fitted without re-parsing and
+        re-embedding each question for every candidate weighting.
+        """
+        return run_blocking(self._read_question(QueryBundle(query), BLOCKING))
+
+    async def _read_question(
+        self, query: QueryBundle, io: RetrievalIO
+    ) -> tuple[NarrativeState, Signals]:
+        """The passage state, and the question (and its anchor clause) embedded and parsed."""
+        state = await io.offload(self._state)
+        cue, texts = self._texts(query.query_str)
+        vectors = [await self._query_embedding(query, io)]
+        vectors += await io.embed_queries(self._embed_model, texts[1:])
+        graphs = [await io.offload(self._read, t) for t in texts]
+        return state, self._signals(state, texts, vectors, graphs, cue)
 
     # -- steps ---------------------------------------------------------------------------------
     def _state(self) -> NarrativeState:
@@ -181,18 +179,6 @@ class NarrativeRetriever(StoresRetriever):
             logger.warning("no spaCy parser (%s): the narrative mode's graph signals are off", exc)
             self._parser = False
             return QueryGraph()
-
-    def signals(self, query: str) -> tuple[NarrativeState, Signals]:
-        """The index's passage state and this question's signal arrays (before weighting).
-
-        What ``retrieve`` ranks from; public so weights can be fitted without re-parsing and
-        re-embedding each question for every candidate weighting.
-        """
-        state = self._state()
-        cue, texts = self._texts(query)
-        embed = self._embed_model
-        vectors = [embed.get_query_embedding(t) for t in texts]
-        return state, self._signals(state, texts, vectors, [self._read(t) for t in texts], cue)
 
     def _signals(
         self,
@@ -255,16 +241,17 @@ class NarrativeRetriever(StoresRetriever):
             explanation[RANK_KEY] = places[row.row]
             # a copy: the state's metadata is shared by every query until the index changes
             meta = copy.deepcopy(state.chunk_metadata.get(node.chunk_id or "", {}))
+            ours: dict[str, Any] = {SIGNALS_KEY: explanation}
             if row.continued_from is not None:
                 explanation[CONTINUATION_KEY] = _score_of(ranked, row.continued_from)
-                meta[CONTINUES_KEY] = table.ids[row.continued_from]
+                ours[CONTINUES_KEY] = table.ids[row.continued_from]
             if item.trimmed:
-                meta[TRIMMED_KEY] = True
+                ours[TRIMMED_KEY] = True
             if anchor is not None:
-                meta[ANCHOR_KEY] = anchor
+                ours[ANCHOR_KEY] = anchor
             results.append(
                 NodeWithScore(
-                    node=_passage_node(node, item.text, item.start, item.end, meta, explanation),
+                    node=_passage_node(node, item.text, item.start, item.end, meta, ours),
                     score=row.score,
                 )
             )
@@ -308,22 +295,20 @@ def _passage_node(
     start: Optional[int],
     end: Optional[int],
     source_meta: dict[str, Any],
-    explanation: dict[str, float],
+    extra: dict[str, Any],
 ) -> TextNode:
-    metadata = dict(source_meta)
-    metadata.update(
-        {
-            POSITION_KEY: format_position(node.pos),
-            POS_KEY: list(node.pos),
-            "doc_id": node.doc_id,
-            "chunk_id": node.chunk_id,
-            "span": [start, end],
-            "retriever": "narrative",
-            EVIDENCE_KEY: [],
-            SIGNALS_KEY: explanation,
-        }
-    )
-    hidden = list(_HIDDEN)
+    ours = {
+        POSITION_KEY: format_position(node.pos),
+        POS_KEY: list(node.pos),
+        "doc_id": node.doc_id,
+        "chunk_id": node.chunk_id,
+        "span": [start, end],
+        "retriever": "narrative",
+        EVIDENCE_KEY: [],
+        **extra,
+    }
+    metadata = {**source_meta, **ours}
+    hidden = bookkeeping_keys(ours)
     return TextNode(
         id_=node.id,
         text=text,

@@ -10,8 +10,8 @@ topics, so the linearised context also prints the ``rst`` and ``bridge`` edges b
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from functools import partial
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Hashable, Literal, Optional, Sequence
 
@@ -28,23 +28,19 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from llama_index_e2rag.context import (
-    EVIDENCE_KEY,
-    POS_KEY,
-    POSITION_KEY,
-    ContextOrder,
-    format_position,
-)
+from llama_index_e2rag.context.keys import EVIDENCE_KEY, POS_KEY, POSITION_KEY, bookkeeping_keys
+from llama_index_e2rag.context.evidence import ContextOrder, format_position
 from llama_index_e2rag.errors import (
     E2RAGError,
     LLMOutputError,
     LLMTimeoutError,
     MissingModelError,
 )
+from llama_index_e2rag.extract.sentence_graph.prompts import EvidencePath, REFINE_PROMPT
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.modes import layer_missing_python
-from llama_index_e2rag.lexical import LexicalIndex
-from llama_index_e2rag.llm import run_sync
+from llama_index_e2rag.stores.lexical import LexicalIndex
+from llama_index_e2rag.llm.runner import run_sync
 from llama_index_e2rag.ranking.sentence_graph import (
     AnchorRetriever,
     Bridge,
@@ -60,24 +56,23 @@ from llama_index_e2rag.ranking.sentence_graph import (
     relation_path,
     unused_gate,
 )
-from llama_index_e2rag.filters import DocScope
-from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.retrievers.budget import check_budget, within_budget
+from llama_index_e2rag.retrievers.filters import DocScope
+from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
+from llama_index_e2rag.retrievers.budget import within_budget
+from llama_index_e2rag.retrievers.sentence_graph_refine import llm_refine
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind
-from llama_index_e2rag.state_cache import StateCache
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.state_cache import StateCache
+from llama_index_e2rag.stores.port import Stores
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.llm.runner import LLMRunner
 
 RefineMode = Literal["auto", "llm", "rule", "none"]
 PathOrder = Literal["story", "path"]
 #: ``(question, [(topic entity, sentence)] in candidate order)`` → the anchors to keep (0-based
 #: positions in that list; none kept means all) and whether to expand.
 Refiner = Callable[[str, Sequence[tuple[str, str]]], Awaitable[Refinement]]
-#: Metadata the LLM reads; every other key of ours is bookkeeping, hidden from LLM and embedding.
-_SHOWN = ("relation_path", POSITION_KEY, "topic")
 logger = logging.getLogger(__name__)
 
 
@@ -203,7 +198,6 @@ class SentenceGraphRetriever(StoresRetriever):
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
-        check_budget(budget_words)
         anchor_k = similarity_top_k if similarity_top_k is not None else anchor_k
         refine = refine or ("llm" if faithful else "auto")
         order = order or ("path" if faithful else "story")
@@ -228,10 +222,7 @@ class SentenceGraphRetriever(StoresRetriever):
             raise SentenceGraphMissingError(
                 layer_missing_python("sentence_graph", "mode='sentence_graph'")
             )
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._stores = stores
-        self._set_filters(filters)
-        self._embed_model = embed_model
+        super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
         self._llm_runner = llm_runner
         self._refine_prompt = refine_prompt
         self._refiner = refiner if refine in ("auto", "llm") else None
@@ -245,7 +236,6 @@ class SentenceGraphRetriever(StoresRetriever):
         self.bridge_direction = bridge_direction
         self.fill = (not faithful) if fill is None else fill
         self.order = order
-        self.budget_words = budget_words
         self.faithful = faithful
 
     @property
@@ -254,8 +244,6 @@ class SentenceGraphRetriever(StoresRetriever):
         return "retrieval" if self.order == "path" else "story"
 
     def _get_prompts(self) -> PromptDictType:
-        from llama_index_e2rag.extract.sentence_graph.prompts import REFINE_PROMPT
-
         return {"refine_prompt": self._refine_prompt or REFINE_PROMPT}
 
     def _update_prompts(self, prompts_dict: PromptDictType) -> None:
@@ -263,37 +251,22 @@ class SentenceGraphRetriever(StoresRetriever):
 
     async def _llm_refine(self, question: str, candidates: Sequence[tuple[str, str]]) -> Refinement:
         """The paper's refinement prompt (A.4) through the index's runner, one path per anchor."""
-        from llama_index_e2rag.extract.sentence_graph.prompts import EvidencePath
-        from llama_index_e2rag.retrievers.sentence_graph_refine import llm_refine
-
         prompt = self._get_prompts()["refine_prompt"]
         paths = [EvidencePath(topic, text) for topic, text in candidates]
         answer = await llm_refine(self._llm_runner, prompt, question, paths)
         return Refinement(answer.keep, answer.action)
 
-    # -- llama-index entry points -------------------------------------------------------------
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = query_bundle.query_str
-        q_vec = query_bundle.embedding or self._embed_model.get_query_embedding(query)
-        state = _VIEW.get(self._stores)
-        allowed = _allowed(state, self._scope())
-        cosines, candidates = self._candidates(state.view, query, q_vec, allowed)
-        if self._refiner is not None and candidates:
-            refinement, how = run_sync(self._refine(state.view, query, candidates))
-        else:
-            refinement, how = self._offline_refine(state.view, query, candidates)
-        return self._results(state, cosines, candidates, refinement, how, allowed)
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = query_bundle.query_str
-        q_vec = query_bundle.embedding or await self._embed_model.aget_query_embedding(query)
-        state = await asyncio.to_thread(_VIEW.get, self._stores)
-        allowed = await asyncio.to_thread(_allowed, state, self._scope())
-        cosines, candidates = await asyncio.to_thread(
-            self._candidates, state.view, query, q_vec, allowed
+    # -- the retrieval ---------------------------------------------------------------------------
+    async def _run(self, query: QueryBundle, io: RetrievalIO) -> list[NodeWithScore]:
+        question = query.query_str
+        q_vec = await self._query_embedding(query, io)
+        state = await io.offload(_VIEW.get, self._stores)
+        allowed = await io.offload(_allowed, state, self._scope())
+        cosines, candidates = await io.offload(
+            self._candidates, state.view, question, q_vec, allowed
         )
-        refinement, how = await self._refine(state.view, query, candidates)
-        return await asyncio.to_thread(
+        refinement, how = await self._refine(state.view, question, candidates, io)
+        return await io.offload(
             self._results, state, cosines, candidates, refinement, how, allowed
         )
 
@@ -339,16 +312,17 @@ class SentenceGraphRetriever(StoresRetriever):
         return refine_by_rule(view, candidates, query, self.max_anchors), "rule"
 
     async def _refine(
-        self, view: SentenceGraphView, query: str, candidates: list[Candidate]
+        self, view: SentenceGraphView, query: str, candidates: list[Candidate], io: RetrievalIO
     ) -> tuple[Refinement, str]:
         """The refinement and how it was made ("llm", or the offline one's name); it sees the
         first ``anchor_k`` candidates, the anchor candidates."""
         candidates = candidates[: self.anchor_k]
-        if self._refiner is not None and candidates:
+        refiner = self._refiner
+        if refiner is not None and candidates:
             listed = [(view.topic_names.get(view.topic_of[c.idx], ""), view.texts[c.idx])
                       for c in candidates]
             try:
-                answer = await self._refiner(query, listed)
+                answer = await io.call(partial(_run_refiner, refiner), refiner, query, listed)
             except (LLMOutputError, LLMTimeoutError) as exc:
                 logger.warning("anchor refinement failed (%s); using the LLM-free rule", exc)
             else:
@@ -392,6 +366,13 @@ class SentenceGraphRetriever(StoresRetriever):
         if self.order == "story":
             nodes.sort(key=lambda n: (tuple(n.node.metadata[POS_KEY]), n.node.node_id))
         return nodes
+
+
+def _run_refiner(
+    refiner: Refiner, question: str, candidates: Sequence[tuple[str, str]]
+) -> Refinement:
+    """The blocking form of an (async only) refiner: run to completion."""
+    return run_sync(refiner(question, candidates))
 
 
 def _allowed(state: _SentenceGraph, scope: Optional[DocScope]) -> Optional[np.ndarray]:
@@ -438,7 +419,7 @@ def _to_node(
         EVIDENCE_KEY: path + [t for t in topics if t],
     }
     metadata = {**sources.get(node.chunk_id or "", {}), **ours}
-    hidden = [k for k in ours if k not in _SHOWN]
+    hidden = bookkeeping_keys(ours)
     text_node = TextNode(
         id_=node.id,
         text=node.text,

@@ -19,7 +19,7 @@ from llama_index_e2rag.extract.sentence_graph.prompts import (
 from llama_index_e2rag.ranking.sentence_graph import Refinement
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.llm import LLMRunner, PromptLike
+    from llama_index_e2rag.llm.runner import LLMRunner, PromptLike
 
 
 async def llm_refine(

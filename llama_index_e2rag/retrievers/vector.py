@@ -13,31 +13,22 @@ from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_e2rag.retrievers.base import StoresRetriever
-from llama_index_e2rag.context import (
-    ANCHOR_KEY,
-    EVIDENCE_KEY,
+from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
+from llama_index_e2rag.context.keys import (
     EVIDENCE_TEXT_KEY,
+    INTERNAL_METADATA_KEYS,
     POS_KEY,
     POSITION_KEY,
-    SIGNALS_KEY,
-    ContextOrder,
-    format_position,
+    bookkeeping_keys,
 )
-from llama_index_e2rag.extract.base import INTERNAL_METADATA_KEYS
-from llama_index_e2rag.filters import asearch, search
-from llama_index_e2rag.retrievers.budget import budget_depth, check_budget, within_budget
+from llama_index_e2rag.context.evidence import ContextOrder, format_position
+from llama_index_e2rag.retrievers.budget import budget_depth, within_budget
 from llama_index_e2rag.schema import GraphNode, NodeKind
-from llama_index_e2rag.stores import Stores
+from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.vectors.base import VectorHit
 
 #: Words a chunk is assumed to hold at least when sizing the candidates for a budget.
 CHUNK_WORDS_FLOOR = 50
-#: Retrieval bookkeeping on returned chunks, kept out of embedding and LLM views.
-BOOKKEEPING_KEYS = (
-    POS_KEY, "doc_id", "chunk_id", "retriever", EVIDENCE_KEY, "seed_scores", SIGNALS_KEY,
-    ANCHOR_KEY,
-)
 
 
 class VectorChunkRetriever(StoresRetriever):
@@ -65,14 +56,9 @@ class VectorChunkRetriever(StoresRetriever):
             raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
         if order not in ("relevance", "story"):
             raise ValueError(f"order must be 'relevance' or 'story', got {order!r}")
-        check_budget(budget_words)
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self._set_filters(filters)
-        self._stores = stores
-        self._embed_model = embed_model
+        super().__init__(stores, embed_model, budget_words, filters, callback_manager, verbose)
         self.similarity_top_k = similarity_top_k
         self.order = order
-        self.budget_words = budget_words
 
     @property
     def context_order(self) -> ContextOrder:
@@ -84,14 +70,9 @@ class VectorChunkRetriever(StoresRetriever):
             return self.similarity_top_k
         return budget_depth(self.budget_words, CHUNK_WORDS_FLOOR, self.similarity_top_k)
 
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        vector = self._embed_model.get_query_embedding(query_bundle.query_str)
-        hits = search(self._stores, self._scope(), NodeKind.CHUNK, vector, self._depth())
-        return self._to_nodes(hits)
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        vector = await self._embed_model.aget_query_embedding(query_bundle.query_str)
-        hits = await asearch(self._stores, self._scope(), NodeKind.CHUNK, vector, self._depth())
+    async def _run(self, query: QueryBundle, io: RetrievalIO) -> list[NodeWithScore]:
+        vector = await self._query_embedding(query, io)
+        hits = await io.search(self._stores, self._scope(), NodeKind.CHUNK, vector, self._depth())
         return self._to_nodes(hits)
 
     def _to_nodes(self, hits: list[VectorHit]) -> list[NodeWithScore]:
@@ -133,26 +114,26 @@ def chunk_result(
     because a plain ``RetrieverQueryEngine`` only sees text and metadata; the bookkeeping keys
     are hidden from it, and the evidence is kept out of the embedding view.
     """
-    metadata = {k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS}
-    metadata.update(
-        {
-            POSITION_KEY: format_position(graph_chunk.pos),
-            POS_KEY: list(graph_chunk.pos),
-            "doc_id": graph_chunk.doc_id,
-            "chunk_id": chunk.node_id,
-        },
+    ours = {
+        POSITION_KEY: format_position(graph_chunk.pos),
+        POS_KEY: list(graph_chunk.pos),
+        "doc_id": graph_chunk.doc_id,
+        "chunk_id": chunk.node_id,
         **extra,
-    )
+    }
     if evidence:
-        metadata[EVIDENCE_TEXT_KEY] = evidence
+        ours[EVIDENCE_TEXT_KEY] = evidence
+    metadata = {k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS}
+    metadata.update(ours)
+    hidden = bookkeeping_keys(ours)
     node = TextNode(
         id_=chunk.node_id,
         text=chunk.get_content(),
         metadata=metadata,
         excluded_embed_metadata_keys=_merge(
-            chunk.excluded_embed_metadata_keys, [*BOOKKEEPING_KEYS, EVIDENCE_TEXT_KEY]
+            chunk.excluded_embed_metadata_keys, [*hidden, EVIDENCE_TEXT_KEY]
         ),
-        excluded_llm_metadata_keys=_merge(chunk.excluded_llm_metadata_keys, BOOKKEEPING_KEYS),
+        excluded_llm_metadata_keys=_merge(chunk.excluded_llm_metadata_keys, hidden),
         start_char_idx=chunk.start_char_idx,
         end_char_idx=chunk.end_char_idx,
         relationships=dict(chunk.relationships),

@@ -25,8 +25,8 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.checksums import file_sum
-from llama_index_e2rag.errors import VectorStoreError
+from llama_index_e2rag.disk.checksums import file_sum
+from llama_index_e2rag.errors import DamagedVectorsError, VectorStoreError
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord
 
 FORMAT, VERSION = "e2rag-vectors", 1
@@ -170,13 +170,13 @@ class EmbeddedVectors:
             if salvage:
                 store.damaged.append(f"{folder / MANIFEST}: {exc}")
                 return store
-            raise VectorStoreError(f"{folder / MANIFEST} is damaged ({exc})") from exc
+            raise DamagedVectorsError(f"{folder / MANIFEST} is damaged ({exc})") from exc
         for entry in entries:
             try:
                 store._open_segment(folder, entry)
             except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
                 if not salvage:
-                    raise VectorStoreError(f"vector file damaged: {exc}") from exc
+                    raise DamagedVectorsError(f"vector file damaged: {exc}") from exc
                 store.damaged.append(f"{entry.get('name')}: {exc}")
         store._folder = folder
         return store

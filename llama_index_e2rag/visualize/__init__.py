@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.graph.base import GraphStore
@@ -22,6 +22,9 @@ from llama_index_e2rag.visualize.data import (
     evidence_from_results,
 )
 from llama_index_e2rag.visualize.render import render_page
+
+if TYPE_CHECKING:  # (the port imports llama-index, which the page itself never needs)
+    from llama_index_e2rag.stores.port import Stores
 
 
 def story_page(
@@ -36,6 +39,31 @@ def story_page(
     ``entity``, that character's timeline; always the story axis overview."""
     page = collect_page(graph, query=query, evidence=evidence, entity=entity, mode=mode)
     return render_page(page)
+
+
+def stores_page(
+    stores: "Stores",
+    results: Sequence[Any] = (),
+    *,
+    query: Optional[str] = None,
+    entity: Optional[str] = None,
+    mode: Optional[str] = None,
+    path: Optional[str | os.PathLike[str]] = None,
+) -> str:
+    """``story_page`` of the stores' graph, read under their read lock, with a retriever's
+    ``results`` for ``query`` as evidence (``E2RAGIndex.visualize``); written whole to ``path``
+    when given. Returns the HTML."""
+    with stores.reading():
+        page = story_page(
+            stores.graph,
+            query=query,
+            evidence=evidence_from_results(results),
+            entity=entity,
+            mode=mode if query is not None else None,
+        )
+    if path is not None:
+        write_page(path, page)
+    return page
 
 
 def write_page(path: str | os.PathLike[str], html: str) -> Path:
@@ -65,6 +93,7 @@ __all__ = [
     "collect_page",
     "evidence_from_results",
     "render_page",
+    "stores_page",
     "story_page",
     "write_page",
 ]

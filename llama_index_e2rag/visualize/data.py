@@ -14,12 +14,15 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional, Sequence
 
-from llama_index_e2rag.context import EVIDENCE_KEY, POS_KEY, format_position
+from llama_index_e2rag.context.keys import EVIDENCE_KEY, POS_KEY
+from llama_index_e2rag.context.evidence import format_position
 from llama_index_e2rag.errors import EntityLookupError
 from llama_index_e2rag.extract.linking import name_variants
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, Position, normalize_text
-from llama_index_e2rag.story_position import StoryPositions
+from llama_index_e2rag.context.story_position import StoryPositions
+from llama_index_e2rag.context.timeline import entity_timeline
+from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.visualize.layout import StoryAxis, bin_counts, story_axis
 
 #: Graph nodes drawn for one query, edges among them, entries of a timeline, main characters'
@@ -416,9 +419,6 @@ def _timeline(
 ) -> TimelineView:
     """``entity_timeline`` when the store has the event graph's fused entities; otherwise the
     mentions carrying the name, in story order."""
-    from llama_index_e2rag.extract.event_graph.entities import fused_entities
-    from llama_index_e2rag.timeline import entity_timeline
-
     if fused_entities(graph):
         found = entity_timeline(graph, name)
         marks = [

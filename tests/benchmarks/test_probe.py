@@ -13,7 +13,7 @@ from llama_index.core import Document
 from benchmarks.novels.evaluate import Config
 from benchmarks.novels.probe import Probe, ProbeRetriever
 from llama_index_e2rag import E2RAGIndex
-from llama_index_e2rag.passage_cache import narrative_state
+from llama_index_e2rag.retrievers.passage_cache import narrative_state
 from llama_index_e2rag.ranking.narrative import NarrativeWeights
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "retrievers"))

@@ -22,7 +22,7 @@ from llama_index_e2rag.extract.event_graph.events_llm import (
     neighbour_sets,
     waves,
 )
-from llama_index_e2rag.llm import LLMRunner
+from llama_index_e2rag.llm.runner import LLMRunner
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, make_id
 
 DOC = "d1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from llama_index.core.schema import TextNode
 
-from llama_index_e2rag.demo import SAMPLE_PATH
+from llama_index_e2rag.app.demo import SAMPLE_PATH
 from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS, build_passages, document_text
 from llama_index_e2rag.schema import EdgeKind, NodeKind
 from llama_index_e2rag.text import count_words, split_sentences, word_spans

@@ -18,7 +18,7 @@ from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
 from llama_index_e2rag.extract.sentence_graph.prompts import NN_TEXT
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.llm import LLMRunner
+from llama_index_e2rag.llm.runner import LLMRunner
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, NodeKind
 
 TOM = Document(

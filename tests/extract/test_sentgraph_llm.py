@@ -17,8 +17,8 @@ from llama_index_e2rag.extract.sentence_graph import prompts
 from llama_index_e2rag.extract.sentence_graph.bridges_llm import llm_bridges
 from llama_index_e2rag.extract.sentence_graph.llm_relations import llm_segment_relations
 from llama_index_e2rag.extract.sentence_graph.segments import Segment, sentence_nodes, topic_node
-from llama_index_e2rag.llm import LLMRunner, ResponseCache
-from llama_index_e2rag.prompt_text import fill
+from llama_index_e2rag.llm.runner import LLMRunner, ResponseCache
+from llama_index_e2rag.llm.prompt_text import fill
 from llama_index_e2rag.retrievers.sentence_graph_refine import llm_refine
 from llama_index_e2rag.schema import EdgeKind, GraphNode
 

@@ -15,7 +15,7 @@ from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.graph import GraphStore
 from llama_index_e2rag.graph.base import DocRows
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
-from llama_index_e2rag.store_check import changed_documents
+from llama_index_e2rag.persist.check import changed_documents
 
 from .conftest import MakeStore, node
 

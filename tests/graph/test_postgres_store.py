@@ -320,7 +320,7 @@ def test_a_concurrent_replace_never_leaves_a_dangling_cross_document_edge(
 def test_the_writer_lock_makes_a_second_writer_wait_until_the_first_is_done(
     spec: dict[str, Any]
 ) -> None:
-    from llama_index_e2rag.locks import StoreLocks
+    from llama_index_e2rag.stores.locks import StoreLocks
 
     first = StoreLocks(writer_lock=open_spec(spec).writer_lock)
     second = StoreLocks(writer_lock=open_spec(spec).writer_lock)

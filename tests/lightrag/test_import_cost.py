@@ -16,7 +16,7 @@ from pathlib import Path
 from llama_index.core.prompts import BasePromptTemplate
 
 from llama_index_e2rag.extract.prompts import ENTITY_EXTRACTION_TEXT, EVENT_EXTRACTION_TEXT
-from llama_index_e2rag.prompt_text import fill
+from llama_index_e2rag.llm.prompt_text import fill
 from lightrag_ext import E2LightRAG
 from lightrag_ext.layer import rag_prompt
 

@@ -287,7 +287,7 @@ async def test_e2rag_reranks_only_competing_mentions_like_the_package(
     """``ranking.rerank_mentions``: a mention whose name no other candidate shares keeps its
     similarity to its best entity cue; mentions sharing a name (Hermione in every chunk) blend
     it with their best event's similarity to the query, so the later facet wins."""
-    from lightrag_ext.query import EVENT_WEIGHT
+    from llama_index_e2rag.ranking.e2rag import EVENT_WEIGHT
 
     rag = await rag_factory(E2LightRAG, tmp_path / "rag")
     await rag.ainsert(STORY, ids=["story"], **INSERT_KWARGS)

@@ -20,7 +20,7 @@ from llama_index_e2rag.ranking.anchor import (
     unit_anchor,
     wrong_side,
 )
-from llama_index_e2rag.ranking.narrative import build_table
+from llama_index_e2rag.ranking.passages import build_table
 from llama_index_e2rag.schema import GraphNode, NodeKind
 
 LEN = 100

@@ -7,7 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from llama_index_e2rag.ranking.narrative import NarrativeWeights, PassageTable, Signals, fuse
+from llama_index_e2rag.ranking.narrative import NarrativeWeights, Signals, fuse
+from llama_index_e2rag.ranking.passages import PassageTable
 from llama_index_e2rag.ranking.sections import centroid_norms, section_ids, section_signal
 
 

@@ -25,7 +25,7 @@ import pytest
 from llama_index.core import Document
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_e2rag.context import ANCHOR_KEY, SIGNALS_KEY
+from llama_index_e2rag.context.keys import ANCHOR_KEY, SIGNALS_KEY
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.text import count_words
 

@@ -19,17 +19,17 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import TextNode
 from scripted_llm import ScriptedLLM
 
-from llama_index_e2rag.context import POS_KEY
-from llama_index_e2rag.event_graph_engine import build_event_graph_engine
+from llama_index_e2rag.context.keys import POS_KEY
+from llama_index_e2rag.answer.event_graph_engine import build_event_graph_engine
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.ingest import vector_record
-from llama_index_e2rag.llm import LLMRunner
+from llama_index_e2rag.ingest.pipeline import vector_record
+from llama_index_e2rag.llm.runner import LLMRunner
 from llama_index_e2rag.retrievers.event_graph import (
     EventGraphMissingError,
     EventGraphRetriever,
 )
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, make_id
-from llama_index_e2rag.stores import CHUNK_NODE_ATTR, DocumentWrite, Stores
+from llama_index_e2rag.stores.port import CHUNK_NODE_ATTR, DocumentWrite, Stores
 
 DOC = "story"
 CHUNKS = [

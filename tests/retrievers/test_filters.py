@@ -19,7 +19,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 
-from llama_index_e2rag.filters import check_filters, matches
+from llama_index_e2rag.retrievers.filters import check_filters, matches
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.modes import RETRIEVER_MODES
 

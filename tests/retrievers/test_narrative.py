@@ -21,20 +21,15 @@ import pytest
 from llama_index.core import Document, StorageContext, load_index_from_storage
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_e2rag.demo import sample_document
+from llama_index_e2rag.app.demo import sample_document
 from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.passage_cache import narrative_state
+from llama_index_e2rag.retrievers.passage_cache import narrative_state
 from llama_index_e2rag.ranking.anchor import side_cost
 from llama_index_e2rag.ranking.narrative import SIGNALS, NarrativeWeights
-from llama_index_e2rag.retrievers.base import RAW_SCORE_KEY
-from llama_index_e2rag.retrievers.narrative import (
-    ANCHOR_KEY,
-    RANK_KEY,
-    SIGNALS_KEY,
-    STORY_MATCH_KEY,
-    NarrativeRetriever,
-)
+from llama_index_e2rag.context.keys import RAW_SCORE_KEY
+from llama_index_e2rag.context.keys import ANCHOR_KEY, RANK_KEY, SIGNALS_KEY, STORY_MATCH_KEY
+from llama_index_e2rag.retrievers.narrative import NarrativeRetriever
 from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
 from llama_index_e2rag.text import count_words, split_sentences
 
@@ -433,8 +428,8 @@ def test_persist_and_load_give_the_same_results_from_the_stored_lexical_index(
     assert loaded.stores.lexical().ids == [p.id for p in _passages(loaded)]
     assert [p.id for p in _passages(loaded)] == [p.id for p in _passages(greymoor)]
 
-    import llama_index_e2rag.passage_cache as passage_cache
-    import llama_index_e2rag.stores as stores_module
+    import llama_index_e2rag.retrievers.passage_cache as passage_cache
+    import llama_index_e2rag.stores.port as stores_module
 
     def refuse(*args, **kwargs):
         raise AssertionError("the lexical index was rebuilt instead of loaded")

@@ -16,13 +16,13 @@ from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import QueryBundle
 
 from llama_index_e2rag import NoLLM
-from llama_index_e2rag.context import SIGNALS_KEY
-from llama_index_e2rag.demo import sample_document
+from llama_index_e2rag.context.keys import SIGNALS_KEY
+from llama_index_e2rag.app.demo import sample_document
 from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.modes import RETRIEVER_MODES
-from llama_index_e2rag.retrievers.base import RAW_SCORE_KEY
-from llama_index_e2rag.retrievers.narrative import CONTINUATION_KEY
+from llama_index_e2rag.context.keys import RAW_SCORE_KEY
+from llama_index_e2rag.context.keys import CONTINUATION_KEY
 
 ON_TOPIC = [
     "Where did Peter lose his shoes?",

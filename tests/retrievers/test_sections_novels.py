@@ -13,7 +13,7 @@ from llama_index.core.schema import NodeWithScore
 
 from llama_index_e2rag import E2RAGIndex
 from llama_index_e2rag.ranking.narrative import NarrativeWeights
-from llama_index_e2rag.retrievers.narrative import SIGNALS_KEY
+from llama_index_e2rag.context.keys import SIGNALS_KEY
 
 sys.path.insert(0, str(Path(__file__).parent))
 from novel_stories import VARIANTS, build  # noqa: E402

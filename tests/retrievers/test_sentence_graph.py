@@ -19,10 +19,11 @@ from hash_embedding import HashEmbedding
 from llama_index.core.schema import QueryBundle
 from scripted_llm import ScriptedLLM
 
-from llama_index_e2rag.context import POS_KEY, bundle_from_retrieved
+from llama_index_e2rag.context.keys import POS_KEY
+from llama_index_e2rag.context.evidence import bundle_from_retrieved
 from llama_index_e2rag.errors import LLMOutputError, MissingModelError
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.ingest import vector_record
+from llama_index_e2rag.ingest.pipeline import vector_record
 from llama_index_e2rag.ranking.sentence_graph import Refinement, expand
 from llama_index_e2rag.retrievers.sentence_graph import (
     _VIEW,
@@ -30,7 +31,7 @@ from llama_index_e2rag.retrievers.sentence_graph import (
     SentenceGraphRetriever,
 )
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, make_id
-from llama_index_e2rag.stores import DocumentWrite, Stores
+from llama_index_e2rag.stores.port import DocumentWrite, Stores
 
 
 @dataclass

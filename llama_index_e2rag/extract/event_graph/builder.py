@@ -19,8 +19,9 @@ import numpy as np
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
-from llama_index_e2rag.builders import OptionalLLM
+from llama_index_e2rag.extract.builders import OptionalLLM
 from llama_index_e2rag.errors import MissingModelError
+from llama_index_e2rag.extract.base import chunk_doc_id
 from llama_index_e2rag.extract.event_graph.events_llm import EgoInput, extract_events
 from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.extract.event_graph.fusion import (
@@ -28,6 +29,7 @@ from llama_index_e2rag.extract.event_graph.fusion import (
     mention_groups,
     same_entity_links,
 )
+from llama_index_e2rag.extract.event_graph.prompts import UPDATE_PROMPT
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
 
@@ -35,8 +37,8 @@ if TYPE_CHECKING:
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.schema import BaseNode
 
-    from llama_index_e2rag.builders import BuildFailure
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.extract.builders import BuildFailure
+    from llama_index_e2rag.llm.runner import LLMRunner
 
 EventSetting = Literal["auto", "llm", "frames"]
 _EVENTS = ("auto", "llm", "frames")
@@ -79,8 +81,6 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
         max_listed_events: int = 20,
         update_prompt: Optional[BasePromptTemplate] = None,
     ) -> None:
-        from llama_index_e2rag.extract.event_graph.prompts import UPDATE_PROMPT
-
         if events not in _EVENTS:
             raise ValueError(f"events must be one of {_EVENTS}, got {events!r}")
         if not -1.0 <= theta_merge <= 1.0:
@@ -149,8 +149,6 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
         graph: GraphStore,
     ) -> tuple[list[GraphNode], list[GraphEdge], list["BuildFailure"]]:
         """The document's entities and their edges, then (with an LLM) its ``graph_event``s."""
-        from llama_index_e2rag.extract.base import chunk_doc_id
-
         doc_id = chunk_doc_id(chunks[0]) if chunks else document.doc_id
         runner = self._runner_for(self.events, "events", "frames")
         groups = mention_groups(graph.nodes(NodeKind.MENTION, doc_id))

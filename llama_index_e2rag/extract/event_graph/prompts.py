@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, Field, field_validator
 
-from llama_index_e2rag.prompt_text import lazy_templates
+from llama_index_e2rag.llm.parsing import parse_json_output
+from llama_index_e2rag.llm.prompt_text import lazy_templates
 
 if TYPE_CHECKING:
     from llama_index.core.prompts import PromptTemplate
@@ -129,8 +130,6 @@ def parse_decomposition(answer: str) -> tuple[str, Decomposition]:
     Raises ``OutputParseError`` (``llm_parsing``) when no JSON object validates; the caller
     keeps the draft and decomposes the query without the LLM.
     """
-    from llama_index_e2rag.llm_parsing import parse_json_output
-
     return draft_of(answer), parse_json_output(answer, Decomposition)
 
 

@@ -23,8 +23,8 @@ from llama_index_e2rag.extract.sentence_graph.prompts import SENTGRAPH_BRIDGE, B
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.builders import BuildFailure
-    from llama_index_e2rag.llm import LLMRunner, PromptLike
+    from llama_index_e2rag.extract.builders import BuildFailure
+    from llama_index_e2rag.llm.runner import LLMRunner, PromptLike
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional, Se
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
-from llama_index_e2rag.builders import OptionalLLM
+from llama_index_e2rag.extract.base import chunk_doc_id
+from llama_index_e2rag.extract.builders import OptionalLLM
 from llama_index_e2rag.extract.sentence_graph.bridges import (
     TopicText,
     co_entity_bridges,
@@ -42,6 +43,7 @@ from llama_index_e2rag.extract.sentence_graph.llm_relations import (
     SegmentRelations,
     llm_segment_relations,
 )
+from llama_index_e2rag.extract.sentence_graph.prompts import BRIDGE_PROMPT, NN_PROMPT, NS_PROMPT
 from llama_index_e2rag.extract.sentence_graph.segments import (
     Segment,
     TopicSource,
@@ -52,14 +54,15 @@ from llama_index_e2rag.extract.sentence_graph.segments import (
     topic_entity,
     topic_node,
 )
+from llama_index_e2rag.extract.spacy_model import PARSE_LOCK, load_spacy
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode
 
 if TYPE_CHECKING:
     from llama_index.core.schema import BaseNode
 
-    from llama_index_e2rag.builders import BuildFailure
-    from llama_index_e2rag.llm import LLMRunner
+    from llama_index_e2rag.extract.builders import BuildFailure
+    from llama_index_e2rag.llm.runner import LLMRunner
 
 logger = logging.getLogger(__name__)
 
@@ -109,12 +112,6 @@ class SentenceGraphBuilder(OptionalLLM, PromptMixin):
         ns_prompt: Optional[BasePromptTemplate] = None,
         bridge_prompt: Optional[BasePromptTemplate] = None,
     ) -> None:
-        from llama_index_e2rag.extract.sentence_graph.prompts import (
-            BRIDGE_PROMPT,
-            NN_PROMPT,
-            NS_PROMPT,
-        )
-
         if relations not in _RELATIONS:
             raise ValueError(f"relations must be one of {_RELATIONS}, got {relations!r}")
         if bridges not in _BRIDGES:
@@ -192,7 +189,6 @@ class SentenceGraphBuilder(OptionalLLM, PromptMixin):
         """
         from llama_index.core.schema import MetadataMode
 
-        from llama_index_e2rag.extract.base import chunk_doc_id
 
         text = document.get_content(metadata_mode=MetadataMode.NONE)
         doc_id = chunk_doc_id(chunks[0]) if chunks else document.doc_id
@@ -380,8 +376,6 @@ class _SpacyOnDemand:
         self._nlp: Optional[Any] = None
 
     def _run(self, work: Callable[[Any], Any]) -> Any:
-        from llama_index_e2rag.extract.grounded import PARSE_LOCK, load_spacy
-
         if self._nlp is None:
             self._nlp = load_spacy()
         with PARSE_LOCK:

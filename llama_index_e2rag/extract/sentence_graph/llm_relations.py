@@ -33,7 +33,7 @@ from llama_index_e2rag.extract.sentence_graph.segments import Segment
 from llama_index_e2rag.schema import GraphEdge
 
 if TYPE_CHECKING:
-    from llama_index_e2rag.llm import LLMRunner, PromptLike
+    from llama_index_e2rag.llm.runner import LLMRunner, PromptLike
 
 #: ``is_core -> {supplementary index: core index}`` within a segment: the local attachment
 #: ("semantic similarity and contextual distance") between the two LLM calls.

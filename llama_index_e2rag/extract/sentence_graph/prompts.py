@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Sequence
 
 from pydantic import BaseModel, Field, field_validator
 
-from llama_index_e2rag.prompt_text import lazy_templates
+from llama_index_e2rag.llm.prompt_text import lazy_templates
 
 if TYPE_CHECKING:
     from llama_index.core.prompts import PromptTemplate

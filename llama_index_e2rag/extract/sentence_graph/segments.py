@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Sequence
 
 from llama_index_e2rag.extract.base import span_nodes
+from llama_index_e2rag.extract.linking import locate_name, name_occurs_in
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import GraphNode, NodeKind, Span, make_id, normalize_text
 from llama_index_e2rag.text import paragraph_spans, split_sentences
@@ -96,8 +97,6 @@ def staged_mention_entities(
     do not, so their names are looked for in each sentence of their chunk, in full (a last name
     alone would make "Marie Curie" a mention of "Pierre Curie").
     """
-    from llama_index_e2rag.extract.linking import name_occurs_in
-
     mentions = [
         m for m in graph.nodes(NodeKind.MENTION, doc_id) if _is_named(m.attrs.get("entity_type"))
     ]
@@ -178,8 +177,6 @@ def topic_entity(
 
 def _surface(name: str, sentences: Sequence[GraphNode]) -> str:
     """A normalised name as first written in the segment ("ada finch" → "Ada Finch")."""
-    from llama_index_e2rag.extract.linking import locate_name
-
     for node in sentences:
         span = locate_name([name], node.text)
         if span is not None:

@@ -30,7 +30,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index_e2rag.errors import VectorStoreError
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord
 from llama_index_e2rag.vectors.external.aio import IO
-from llama_index_e2rag.files import atomic_write_text
+from llama_index_e2rag.disk.files import atomic_write_text
 from llama_index_e2rag.vectors.external.id_table import IdTable
 from llama_index_e2rag.vectors.external.records import (
     BATCH,

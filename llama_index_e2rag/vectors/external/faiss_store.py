@@ -21,7 +21,7 @@ from llama_index_e2rag.errors import VectorStoreError
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord
 from llama_index_e2rag.vectors.external.aio import IO
 from llama_index_e2rag.vectors.external.base import Backend
-from llama_index_e2rag.files import atomic_replace
+from llama_index_e2rag.disk.files import atomic_replace
 from llama_index_e2rag.vectors.external.id_table import IdTable
 from llama_index_e2rag.vectors.external.records import kind_name, unit
 

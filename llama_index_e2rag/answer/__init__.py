@@ -1,0 +1,1 @@
+"""Query engines, the chat engine, the two-stage engine, extractive answers and answer types."""

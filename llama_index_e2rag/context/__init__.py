@@ -1,0 +1,1 @@
+"""Evidence in story order, story positions, timelines."""

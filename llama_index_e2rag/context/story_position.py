@@ -1,0 +1,160 @@
+"""Where a piece of evidence sits in its story, in words a reader can use.
+
+A character offset means nothing to a reader and a bare "93%" reads like a confidence, so
+positions read "peter_rabbit.txt · Chapter 3 · 93% through the story": the chapter (or book,
+part, section, ...) comes from the nearest heading before the evidence, found in the indexed
+chunks' text, and the share of the document is said to be one. The extractive answer, ``e2rag
+query``'s evidence, ``e2rag serve``'s ``where`` and the story page all say positions this way.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+from llama_index_e2rag.context.keys import SOURCE_NAME_KEYS
+from llama_index_e2rag.schema import NodeKind
+
+if TYPE_CHECKING:  # not imported at run time: the graph package loads networkx
+    from llama_index_e2rag.graph.base import GraphStore
+
+_NUMBER = (
+    r"\d+|[ivxlcdm]+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+    r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|first|second|third|fourth|"
+    r"fifth|sixth|seventh|eighth|ninth|tenth|last"
+)
+#: A heading line: "CHAPTER III.", "Chapter 3: The Net", "BOOK ONE", "Part II — Home", also as
+#: a Markdown heading ("# Chapter 1": .md files, and HTML or EPUB as LlamaIndex's readers give
+#: them); the whole line is the heading, so prose that happens to start with "Part of" is not one.
+#: Lines may end in CRLF (every Project Gutenberg file does): ``$`` stops before the ``\n`` only.
+_HEADING = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]+)?(chapter|book|part|section|canto|act|scene|stave|letter)[ \t]+(" + _NUMBER + r")"
+    r"[ \t]*(?:[.:\-\u2014][^\r\n]{0,70})?[ \t\r]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+#: The graph attribute holding a chunk's stored ``TextNode`` (``stores.CHUNK_NODE_ATTR``; not
+#: imported, so reading positions does not load the stores).
+_CHUNK_NODE_ATTR = "node"
+
+
+@dataclass(frozen=True)
+class StoryMap:
+    """A document's length and its headings (absolute offset, label), in order."""
+
+    length: int
+    headings: tuple[tuple[int, str], ...] = ()
+    #: The document's name from its chunks' metadata (``source_name``), when they carry one.
+    source: Optional[str] = None
+
+    def percent_at(self, offset: int) -> float:
+        """Share of the document before ``offset``, in percent."""
+        return min(100.0, 100.0 * offset / self.length) if self.length else 0.0
+
+    def chapter_at(self, offset: int) -> Optional[str]:
+        """Label of the last heading at or before ``offset`` (None before the first)."""
+        i = bisect_right([start for start, _ in self.headings], offset)
+        return self.headings[i - 1][1] if i else None
+
+
+def headings(text: str, base: int = 0) -> list[tuple[int, str]]:
+    """Chapter-like headings of ``text`` as (``base`` + offset, "Chapter III")."""
+    return [
+        (base + m.start(1), f"{m.group(1).capitalize()} {_number_label(m.group(2))}")
+        for m in _HEADING.finditer(text)
+    ]
+
+
+def _number_label(number: str) -> str:
+    return number.upper() if re.fullmatch(r"[ivxlcdm]+", number, re.IGNORECASE) else (
+        number.lower() if number.isdigit() else number.capitalize()
+    )
+
+
+def story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
+    """The document's ``StoryMap`` from its indexed chunks (None when it has no spanned chunk)."""
+    chunks = [c for c in graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id) if c.span]
+    if not chunks:
+        return None
+    found: dict[int, str] = {}
+    for chunk in chunks:
+        found.update(headings(chunk.text, chunk.span[0]))  # type: ignore[index]
+    length = max(c.span[1] for c in chunks)  # type: ignore[index]
+    names = (source_name(_chunk_metadata(c), None) for c in chunks)
+    return StoryMap(
+        length=length,
+        headings=tuple(sorted(found.items())),
+        source=next((name for name in names if name != "document"), None),
+    )
+
+
+def _chunk_metadata(chunk: Any) -> Mapping[str, Any]:
+    stored = chunk.attrs.get(_CHUNK_NODE_ATTR)
+    return (stored.get("metadata") or {}) if isinstance(stored, dict) else {}
+
+
+def source_name(
+    meta: Mapping[str, Any], doc_id: Optional[str], doc_order: Optional[int] = None
+) -> str:
+    """The document's file name or title, else its id, else its place among the documents."""
+    for key in SOURCE_NAME_KEYS:
+        if meta.get(key):
+            return str(meta[key]).rsplit("/", 1)[-1] if key == "file_path" else str(meta[key])
+    if doc_id:
+        return str(doc_id)
+    return f"document {doc_order}" if doc_order is not None else "document"
+
+
+class StoryPositions:
+    """Readable positions in the documents of one graph store, each document's map read once
+    (an answer, a server response or a story page describes many positions of few documents)."""
+
+    def __init__(self, graph_store: "GraphStore") -> None:
+        self._graph = graph_store
+        self._maps: dict[str, Optional[StoryMap]] = {}
+
+    def story(self, doc_id: Optional[str]) -> Optional[StoryMap]:
+        """``doc_id``'s ``StoryMap`` (None for an unknown document)."""
+        if not doc_id:
+            return None
+        if doc_id not in self._maps:
+            self._maps[doc_id] = story_map(self._graph, doc_id)
+        return self._maps[doc_id]
+
+    def place(
+        self, doc_id: Optional[str], char_offset: Optional[int]
+    ) -> tuple[Optional[str], Optional[float]]:
+        """(chapter, percent through the document) at ``char_offset``; None where unknown."""
+        story = self.story(doc_id) if char_offset is not None else None
+        if story is None or char_offset is None:
+            return None, None
+        return story.chapter_at(char_offset), story.percent_at(char_offset)
+
+    def describe(
+        self, doc_id: Optional[str], char_offset: Optional[int], source: Optional[str] = None
+    ) -> str:
+        """"peter_rabbit.txt · Chapter 3 · 93% through the story" (``describe_position``);
+        ``source`` names the document, else its chunks' metadata does, else its id."""
+        chapter, percent = self.place(doc_id, char_offset)
+        story = self.story(doc_id)
+        name = source or (story.source if story else None) or source_name({}, doc_id)
+        return describe_position(name, percent, chapter, char_offset)
+
+
+def describe_position(
+    source: str,
+    percent: Optional[float] = None,
+    chapter: Optional[str] = None,
+    char_offset: Optional[int] = None,
+) -> str:
+    """"peter_rabbit.txt · Chapter 3 · 93% through the story"; the character offset is shown
+    only when the share of the story is unknown (it is the only position there is then)."""
+    parts = [source]
+    if chapter:
+        parts.append(chapter)
+    if percent is not None:
+        parts.append(f"{percent:.0f}% through the story")
+    elif char_offset is not None:
+        parts.append(f"character {char_offset:,}")
+    return " · ".join(parts)

@@ -1,0 +1,1 @@
+"""The write pipeline: validate, chunk, extract, build layers, embed, commit."""

@@ -1,0 +1,300 @@
+"""The stores port: the graph, the vectors, the chunks and the lexical index, as one typed object.
+
+The index builds a ``Stores`` once and hands it to ingestion, retrievers and context assembly;
+none of them sees the index. Reads cover what the methods need (nodes by id/doc/kind and
+neighbours through ``graph``, vector search per node kind, ``embeddings`` of given nodes, chunk
+``TextNode``s, the BM25 index of the passages); writes replace or delete one document at a time.
+
+Consistency: the graph is the record of what the index holds. A write's vectors are written
+(and, in a persisted index, flushed to disk) before its graph rows commit, and removed after, so
+the graph never names a node without a vector; a whole batch of documents commits in one graph
+transaction together with each document's record (hash, vector counts) and the index settings,
+so after a crash at any point the graph says what every other file should hold. Chunk
+``TextNode``s travel inside the graph (chunk nodes' ``attrs["node"]``), so results can cite their
+source and llama-index's docstore can be rebuilt from the graph. ``locks`` keeps retrievals and
+commits apart, in this process and across processes (``locks.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, Hashable, Iterator, Mapping, Optional, Sequence
+
+import numpy as np
+from llama_index.core.schema import TextNode
+from llama_index.core.storage.docstore.types import BaseDocumentStore
+
+from llama_index_e2rag.graph.base import DocRows, GraphStore
+from llama_index_e2rag.stores.lexical import LexicalIndex
+from llama_index_e2rag.stores.locks import StoreLocks
+from llama_index_e2rag.stores.same_text import TEXT_HASH_KEY
+from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, sort_by_position
+from llama_index_e2rag.vectors.base import VectorHit, VectorRecord, VectorStorage
+
+#: Where a chunk graph node keeps its llama-index ``TextNode`` (as ``TextNode.to_dict()``).
+CHUNK_NODE_ATTR = "node"
+
+
+@dataclass
+class DocumentWrite:
+    """Everything one document adds to the stores, computed before anything is written."""
+
+    doc_id: str
+    order: int
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    records: list[VectorRecord]
+    chunks: list[TextNode] = field(default_factory=list)
+    failures: list[dict[str, str]] = field(default_factory=list)
+    doc_hash: Optional[str] = None
+    #: edges to other documents' nodes, owned by this one (``DocRows.links``)
+    links: list[GraphEdge] = field(default_factory=list)
+    #: the hash of the document's text alone (``same_text``), when it came as a document
+    text_hash: Optional[str] = None
+
+    def rows(self) -> DocRows:
+        """The graph's part, with the record the rest of the store is checked against."""
+        vectors = Counter(r.kind for r in self.records)
+        record: dict[str, Any] = {"hash": self.doc_hash, "vectors": dict(sorted(vectors.items()))}
+        if self.text_hash is not None:
+            record[TEXT_HASH_KEY] = self.text_hash
+        return DocRows(
+            self.doc_id, self.order, self.nodes, self.edges, self.failures, record, self.links
+        )
+
+
+class Stores:
+    """Graph + vectors (+ a local copy of the vectors when the vector store cannot return them)
+    + llama-index docstore + the passages' BM25 index.
+
+    Args:
+        graph: any ``GraphStore`` (SQLite default, PostgreSQL, NetworkX).
+        vectors: the ``VectorStorage`` searched at query time.
+        docstore: llama-index's docstore, kept up to date for llama-index users.
+        vector_copy: where the retrievers' maths read vectors when ``vectors`` cannot return
+            them (a FAISS store, say); ``None`` reads them from ``vectors``.
+        lexical: a persisted BM25 index; used while its passages match the graph's.
+        locks: the store's locks (``locks.py``); a new in-process set when not given.
+    """
+
+    def __init__(
+        self,
+        graph: GraphStore,
+        vectors: VectorStorage,
+        docstore: BaseDocumentStore,
+        vector_copy: Optional[VectorStorage] = None,
+        lexical: Optional[LexicalIndex] = None,
+        locks: Optional[StoreLocks] = None,
+    ) -> None:
+        self.graph = graph
+        self.vectors = vectors
+        self.docstore = docstore
+        self.vector_copy = vector_copy
+        self._lexical = lexical
+        self._lexical_version: Optional[Hashable] = None
+        self._lock = threading.Lock()
+        self.locks = locks if locks is not None else StoreLocks()
+        #: writes the vectors to the store's folder (set by ``persistence`` once it has one)
+        self.flush: Optional[Callable[[], None]] = None
+        self._seen_version: Optional[Hashable] = None
+
+    # -- consistency ----------------------------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the stores still for one retrieval: no commit of any process lands meanwhile."""
+        with self.locks.reading():
+            self.sync()
+            yield
+
+    @asynccontextmanager
+    async def areading(self) -> AsyncIterator[None]:
+        async with self.locks.areading():
+            await asyncio.to_thread(self.sync)
+            yield
+
+    def sync(self) -> None:
+        """Catch up with commits another process made since we last looked (re-map the
+        embedded vectors it rewrote); the graph and the read caches follow by themselves."""
+        version = self.graph.version
+        if version == self._seen_version:
+            return
+        with self._lock:
+            for storage in self._vector_storages():
+                refresh = getattr(storage, "refresh", None)
+                if refresh is not None:
+                    refresh()
+            self._seen_version = version
+
+    # -- reads ----------------------------------------------------------------------------------
+    @property
+    def version(self) -> Hashable:
+        """Changes with every write to the graph (the key of every derived read model)."""
+        return self.graph.version
+
+    def search(self, kind: NodeKind, query: Sequence[float], top_k: int) -> list[VectorHit]:
+        """The ``top_k`` nodes of ``kind`` nearest to ``query`` (cosine, best first)."""
+        if top_k < 1:
+            return []
+        return self.vectors.search(kind.value, np.asarray(query, dtype=np.float32), top_k)
+
+    async def asearch(
+        self, kind: NodeKind, query: Sequence[float], top_k: int
+    ) -> list[VectorHit]:
+        if top_k < 1:
+            return []
+        return await self.vectors.asearch(kind.value, np.asarray(query, dtype=np.float32), top_k)
+
+    def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored unit vectors of ``ids`` (unknown or never-embedded ids are left out)."""
+        source = self.vector_copy if self.vector_copy is not None else self.vectors
+        return source.get_embeddings(list(ids))
+
+    def matrix(self, nodes: Sequence[GraphNode]) -> np.ndarray:
+        """Rows of unit vectors aligned with ``nodes``; a node without a vector gets zeros."""
+        found = self.embeddings([n.id for n in nodes])
+        dim = len(next(iter(found.values()))) if found else 0
+        out = np.zeros((len(nodes), dim), dtype=np.float32)
+        for row, node in enumerate(nodes):
+            vector = found.get(node.id)
+            if vector is not None:
+                out[row] = vector
+        return out
+
+    def similarities(self, query: Sequence[float], ids: Sequence[str]) -> dict[str, float]:
+        """Cosine of ``query`` with the stored vectors of ``ids`` (those that have one)."""
+        found = self.embeddings(ids)
+        if not found:
+            return {}
+        keys = list(found)
+        q = np.asarray(query, dtype=np.float32)
+        q = q / (np.linalg.norm(q) or 1.0)
+        scores = np.stack([found[k] for k in keys]) @ q
+        return dict(zip(keys, (float(s) for s in scores)))
+
+    def get_chunks(self, ids: Sequence[str]) -> list[TextNode]:
+        """Chunk ``TextNode``s in the order asked, skipping unknown ids."""
+        return [chunk for _, chunk in self.chunk_pairs(ids)]
+
+    def chunk_pairs(self, ids: Sequence[str]) -> list[tuple[GraphNode, TextNode]]:
+        """Each chunk's graph node (its position) with its ``TextNode``, in one graph read."""
+        pairs = []
+        for node in self.graph.get_nodes(ids):
+            stored = node.attrs.get(CHUNK_NODE_ATTR)
+            if stored is not None:
+                pairs.append((node, TextNode.from_dict(stored)))
+            else:  # a store migrated from 0.1.0 keeps its chunks in the docstore only
+                found = self.docstore.get_node(node.id, raise_error=False)
+                if isinstance(found, TextNode):
+                    pairs.append((node, found))
+        return pairs
+
+    def lexical(self) -> LexicalIndex:
+        """BM25 over the passages in story order, rebuilt only when the graph changed."""
+        version = self.version
+        with self._lock:
+            if self._lexical is not None and self._lexical_version == version:
+                return self._lexical
+            passages = sort_by_position(self.graph.nodes(NodeKind.PASSAGE))
+            ids = [p.id for p in passages]
+            if self._lexical is None or self._lexical.ids != ids:
+                self._lexical = LexicalIndex.build(ids, [p.text for p in passages])
+            self._lexical_version = version
+            return self._lexical
+
+    # -- writes (the caller serialises them) ----------------------------------------------------
+    async def areplace_documents(
+        self, writes: Sequence[DocumentWrite], meta: Mapping[str, str] = {}
+    ) -> None:
+        """Replace documents as one commit: new vectors (flushed), then the graph and ``meta``
+        in one transaction, then stale vectors and the docstore. A crash before the graph
+        commit leaves only unnamed vectors; after it, only stale ones (both harmless)."""
+        async with self.locks.acommitting():
+            await asyncio.to_thread(self.sync)
+            old: set[str] = set()
+            for write in writes:
+                old.update(await asyncio.to_thread(self._node_ids, write.doc_id))
+            records = [r for write in writes for r in write.records]
+            stale = sorted(old - {r.id for r in records})
+            for storage in self._vector_storages():
+                await storage.aadd(records)
+            await self._aflush()
+            await asyncio.to_thread(self.graph.commit_docs, [w.rows() for w in writes], meta)
+            self._seen_version = await asyncio.to_thread(lambda: self.graph.version)
+            if stale:
+                for storage in self._vector_storages():
+                    await storage.adelete_ids(stale)
+                await self._aflush()
+            for write in writes:
+                await self._adocstore_replace(write)
+
+    async def areplace_document(self, write: DocumentWrite) -> None:
+        await self.areplace_documents([write])
+
+    async def _adocstore_replace(self, write: DocumentWrite) -> None:
+        if await self.docstore.aget_ref_doc_info(write.doc_id) is not None:
+            await self.docstore.adelete_ref_doc(write.doc_id, raise_error=False)
+        await self.docstore.async_add_documents(write.chunks, allow_update=True)
+        if write.doc_hash is not None:
+            await self.docstore.aset_document_hash(write.doc_id, write.doc_hash)
+
+    async def adelete_document(self, doc_id: str, docstore: bool = True) -> None:
+        """Remove a document from the graph first (one transaction), then its vectors."""
+        async with self.locks.acommitting():
+            await asyncio.to_thread(self.sync)
+            await asyncio.to_thread(self.graph.delete_doc, doc_id)
+            self._seen_version = await asyncio.to_thread(lambda: self.graph.version)
+            for storage in self._vector_storages():
+                await storage.adelete_doc(doc_id)
+            await self._aflush()
+            if docstore and await self.docstore.aget_ref_doc_info(doc_id) is not None:
+                await self.docstore.adelete_ref_doc(doc_id, raise_error=False)
+
+    def delete_nodes(self, ids: Sequence[str]) -> None:
+        """Remove single nodes (their edges go with them) and their vectors, as one commit."""
+        with self.locks.writer(), self.locks.committing():
+            self.graph.delete_nodes(ids)
+            for storage in self._vector_storages():
+                storage.delete_ids(list(ids))
+            if self.flush is not None:
+                self.flush()
+
+    async def _aflush(self) -> None:
+        if self.flush is not None:
+            await asyncio.to_thread(self.flush)
+
+    def reconcile_docstore(self) -> list[str]:
+        """Make llama-index's docstore hold what the graph holds (it is saved only by
+        ``persist``, so after a crash it may lag the graph); returns the documents fixed."""
+        records = self.graph.doc_records()
+        orders = self.graph.doc_orders()
+        fixed = []
+        known = self.docstore.get_all_ref_doc_info() or {}
+        for doc_id in set(known) - set(orders):
+            self.docstore.delete_ref_doc(doc_id, raise_error=False)
+            fixed.append(doc_id)
+        for doc_id in orders:
+            expected = (records.get(doc_id) or {}).get("hash")
+            if doc_id in known and self.docstore.get_document_hash(doc_id) == expected:
+                continue
+            chunks = [
+                c for _, c in self.chunk_pairs(
+                    [n.id for n in self.graph.nodes(NodeKind.CHUNK, doc_id)]
+                )
+            ]
+            if doc_id in known:
+                self.docstore.delete_ref_doc(doc_id, raise_error=False)
+            self.docstore.add_documents(chunks, allow_update=True)
+            if expected is not None:
+                self.docstore.set_document_hash(doc_id, expected)
+            fixed.append(doc_id)
+        return sorted(fixed)
+
+    def _node_ids(self, doc_id: str) -> list[str]:
+        return [n.id for n in self.graph.nodes(doc_id=doc_id)]
+
+    def _vector_storages(self) -> list[VectorStorage]:
+        return [self.vectors] + ([self.vector_copy] if self.vector_copy is not None else [])

@@ -1,0 +1,54 @@
+"""Read models derived from the stores' content, built once per content state.
+
+Several retrievers keep a read model of the stores (GroundedKG's node-embedding matrices, the
+narrative mode's passage table, the story order of chunks); each is worth building once and
+reusing until the content changes. ``StateCache`` keeps one per ``Stores`` object (weakly: a
+dropped index frees it) and rebuilds it when ``Stores.version`` — bumped by every committed
+write, by any process — moves on.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Callable, Generic, Hashable, TypeVar
+
+if TYPE_CHECKING:
+    from llama_index_e2rag.stores.port import Stores
+
+T = TypeVar("T")
+
+
+class StateCache(Generic[T]):
+    """``build(stores, state)`` once per stores object and content state, thread-safe.
+
+    Concurrent first queries wait for one build instead of each building; a build is stored
+    under the state it was computed for, so it never replaces a newer one.
+    """
+
+    def __init__(self, build: Callable[["Stores", Hashable], T]) -> None:
+        self._build = build
+        self._values: "weakref.WeakKeyDictionary[Stores, tuple[Hashable, T]]" = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+        self._building = threading.Lock()
+
+    def _cached(self, stores: "Stores", state: Hashable) -> tuple[bool, object]:
+        with self._lock:
+            cached = self._values.get(stores)
+        return (True, cached[1]) if cached is not None and cached[0] == state else (False, None)
+
+    def get(self, stores: "Stores") -> T:
+        state = stores.version
+        hit, value = self._cached(stores, state)
+        if hit:
+            return value  # type: ignore[return-value]
+        with self._building:
+            hit, value = self._cached(stores, state)
+            if hit:
+                return value  # type: ignore[return-value]
+            built = self._build(stores, state)
+            with self._lock:
+                self._values[stores] = (state, built)
+        return built
