@@ -21,6 +21,11 @@ SCHEMA_VERSION = 1
 Position = Tuple[int, int, int]
 Span = Tuple[int, int]
 
+#: Where a chunk graph node keeps its llama-index ``TextNode`` (as ``TextNode.to_dict()``), so
+#: results cite the chunk without a docstore read. Here, at the bottom, because the stores write
+#: it and the context layer reads it.
+CHUNK_NODE_ATTR = "node"
+
 
 class NodeKind(str, Enum):
     """What a graph node stands for (see DESIGN.md, "Schema")."""

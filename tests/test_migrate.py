@@ -17,7 +17,7 @@ from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.persist.ownership import mark
-from llama_index_e2rag.schema import NodeKind
+from llama_index_e2rag.schema import CHUNK_NODE_ATTR, NodeKind
 from test_index import NAMES
 
 LEGACY = Path(__file__).parent / "data" / "store_0_1_0"
@@ -79,6 +79,21 @@ def test_a_0_1_0_store_loads_with_everything(legacy: Path) -> None:
         "What did Hermione do after the troll fight?"
     )
     assert seeds and seeds[0].node.metadata["doc_id"] == "book1"
+
+
+def test_a_store_converted_without_chunks_in_its_graph_reads_them_from_the_docstore(
+    legacy: Path,
+) -> None:
+    """Conversions before chunks were copied into the graph left them in the docstore only."""
+    index = _load(legacy)
+    chunks = index.graph_store.nodes(NodeKind.CHUNK)
+    for node in chunks:
+        node.attrs.pop(CHUNK_NODE_ATTR)
+    index.graph_store.upsert_nodes(chunks)
+    assert not any(CHUNK_NODE_ATTR in n.attrs for n in index.graph_store.nodes(NodeKind.CHUNK))
+    hits = index.as_retriever(mode="vector", similarity_top_k=2).retrieve("the troll fight")
+    assert "troll" in hits[0].node.get_content()
+    assert hits[0].node.metadata["file_name"] == "book1.txt"
 
 
 def test_persisting_a_converted_store_writes_the_new_layout(legacy: Path) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from llama_index_e2rag.context.keys import SOURCE_NAME_KEYS
-from llama_index_e2rag.schema import NodeKind
+from llama_index_e2rag.schema import CHUNK_NODE_ATTR, NodeKind
 
 if TYPE_CHECKING:  # not imported at run time: the graph package loads networkx
     from llama_index_e2rag.graph.base import GraphStore
@@ -34,9 +34,6 @@ _HEADING = re.compile(
     r"[ \t]*(?:[.:\-\u2014][^\r\n]{0,70})?[ \t\r]*$",
     re.IGNORECASE | re.MULTILINE,
 )
-#: The graph attribute holding a chunk's stored ``TextNode`` (``stores.CHUNK_NODE_ATTR``; not
-#: imported, so reading positions does not load the stores).
-_CHUNK_NODE_ATTR = "node"
 
 
 @dataclass(frozen=True)
@@ -90,7 +87,7 @@ def story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
 
 
 def _chunk_metadata(chunk: Any) -> Mapping[str, Any]:
-    stored = chunk.attrs.get(_CHUNK_NODE_ATTR)
+    stored = chunk.attrs.get(CHUNK_NODE_ATTR)
     return (stored.get("metadata") or {}) if isinstance(stored, dict) else {}
 
 

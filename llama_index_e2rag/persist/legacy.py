@@ -32,7 +32,7 @@ from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.graph.sqlite_store import SQLiteGraphStore
 from llama_index_e2rag.persist.index_store import read_struct
-from llama_index_e2rag.schema import GraphEdge
+from llama_index_e2rag.schema import CHUNK_NODE_ATTR, GraphEdge, NodeKind
 from llama_index_e2rag.vectors.base import VectorRecord
 from llama_index_e2rag.vectors.embedded import EmbeddedVectors
 
@@ -180,6 +180,7 @@ def open_legacy(
         )
     except json.JSONDecodeError as exc:
         raise CorruptGraphError(f"the e2rag graph in the index store is corrupt: {exc}") from exc
+    keep_chunks(old, storage_context)
     graph = graph_store if graph_store is not None else SQLiteGraphStore()
     copy_graph(old, graph, dict(struct.doc_order), list(struct.failures))
     vectors = EmbeddedVectors()
@@ -191,6 +192,16 @@ def open_legacy(
     struct.graph_json, struct.doc_order, struct.failures = "", {}, []
     logger.info("converted a 0.1.0 e2rag store (%d vector namespaces)", len(namespaces))
     return graph, vectors, Conversion(storage_context.index_store, namespaces)
+
+
+def keep_chunks(old: NetworkXGraphStore, storage_context: "StorageContext") -> None:
+    """Put each chunk's ``TextNode`` (0.1.0 kept it in the docstore only) on its graph node, as
+    today's stores do, so a converted store reads its chunks like any other."""
+    for node in old.nodes(NodeKind.CHUNK):
+        if CHUNK_NODE_ATTR not in node.attrs:
+            found = storage_context.docstore.get_node(node.id, raise_error=False)
+            if found is not None:
+                node.attrs[CHUNK_NODE_ATTR] = found.to_dict()
 
 
 def copy_graph(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
-from llama_index.core.schema import NodeWithScore, TextNode
+from llama_index.core.schema import NodeWithScore
 from llama_index.core.vector_stores.types import (
     FilterCondition,
     FilterOperator,
@@ -30,7 +30,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index_e2rag.context.keys import INTERNAL_METADATA_KEYS, RESULT_SOURCE_KEYS
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.stores.state_cache import StateCache
-from llama_index_e2rag.stores.port import CHUNK_NODE_ATTR, Stores
+from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.vectors.base import VectorHit
 _ORDERED: dict[FilterOperator, Callable[[Any, Any], bool]] = {
     FilterOperator.GT: operator.gt,
@@ -139,19 +139,15 @@ _OPERATORS: dict[FilterOperator, Callable[[Any, Any], bool]] = {
 def _documents(stores: Stores, state: Hashable) -> dict[str, dict[str, Any]]:
     """doc id -> its user metadata (from its first chunk) plus ``doc_id`` / ``ref_doc_id``."""
     found: dict[str, dict[str, Any]] = {doc_id: {} for doc_id in stores.graph.doc_ids()}
-    read: set[str] = set()
+    first: dict[str, str] = {}
     for node in stores.graph.nodes(NodeKind.CHUNK):
-        if node.doc_id in read or node.doc_id not in found or node.attrs.get("layer") == 0:
-            continue  # ChronoRAG's layer-0 chunks are derived text, without the source's metadata
-        stored = node.attrs.get(CHUNK_NODE_ATTR)
-        chunk = TextNode.from_dict(stored) if stored is not None else (
-            stores.docstore.get_node(node.id, raise_error=False)  # a store migrated from 0.1.0
-        )
-        if chunk is not None:
-            read.add(node.doc_id)
-            found[node.doc_id] = {
-                k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS
-            }
+        if node.doc_id in found and node.attrs.get("layer") != 0:
+            # ChronoRAG's layer-0 chunks are derived text, without the source's metadata
+            first.setdefault(node.doc_id, node.id)
+    for node, chunk in stores.chunk_pairs(list(first.values())):
+        found[node.doc_id] = {
+            k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS
+        }
     return {
         doc_id: {**meta, "doc_id": doc_id, "ref_doc_id": doc_id} for doc_id, meta in found.items()
     }

@@ -32,12 +32,14 @@ from llama_index_e2rag.graph.base import DocRows, GraphStore
 from llama_index_e2rag.stores.lexical import LexicalIndex
 from llama_index_e2rag.stores.locks import StoreLocks
 from llama_index_e2rag.stores.same_text import TEXT_HASH_KEY
-from llama_index_e2rag.schema import GraphEdge, GraphNode, NodeKind, sort_by_position
+from llama_index_e2rag.schema import (
+    CHUNK_NODE_ATTR,
+    GraphEdge,
+    GraphNode,
+    NodeKind,
+    sort_by_position,
+)
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord, VectorStorage
-
-#: Where a chunk graph node keeps its llama-index ``TextNode`` (as ``TextNode.to_dict()``).
-CHUNK_NODE_ATTR = "node"
-
 
 @dataclass
 class DocumentWrite:
@@ -186,7 +188,7 @@ class Stores:
             stored = node.attrs.get(CHUNK_NODE_ATTR)
             if stored is not None:
                 pairs.append((node, TextNode.from_dict(stored)))
-            else:  # a store migrated from 0.1.0 keeps its chunks in the docstore only
+            else:  # converted from 0.1.0 before conversions stored chunks: the docstore has it
                 found = self.docstore.get_node(node.id, raise_error=False)
                 if isinstance(found, TextNode):
                     pairs.append((node, found))

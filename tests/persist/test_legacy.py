@@ -10,6 +10,7 @@ from pathlib import Path
 
 from llama_index_e2rag.persist import legacy
 from llama_index_e2rag.persist.index_store import read_struct
+from llama_index_e2rag.schema import CHUNK_NODE_ATTR, NodeKind
 
 LEGACY = Path(__file__).parents[1] / "data" / "store_0_1_0"
 
@@ -27,6 +28,11 @@ def test_a_0_1_0_store_is_recognised_and_opened_into_todays_stores(tmp_path: Pat
     assert len(graph.nodes()) == len(old["nodes"])
     assert conversion.namespaces and not [n for n in context.vector_stores if n.startswith("e2rag_")]
     assert sum(vectors.count(k) for k in graph.counts()["nodes"]) > 0
+    chunks = graph.nodes(NodeKind.CHUNK)
+    assert chunks and all(  # 0.1.0 kept chunks in the docstore only; today's graph carries them
+        n.attrs[CHUNK_NODE_ATTR]["text"] == context.docstore.get_node(n.id).get_content()
+        for n in chunks
+    )
 
 
 def test_the_legacy_module_imports_neither_the_index_nor_llama_index() -> None:
