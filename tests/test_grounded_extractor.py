@@ -188,9 +188,19 @@ def test_pronouns_resolve_to_latest_person_of_matching_gender(extractor):
     nodes, edges = extract(
         extractor, make_chunk("Mary met Mr. Smith at the station. He gave her a letter.")
     )
-    assert frames(nodes, edges)["give"] == {"A0": {"Smith"}, "A1": {"letter"}, "A2": {"Mary"}}
+    assert frames(nodes, edges)["give"] == {
+        "A0": {"Mr. Smith"}, "A1": {"letter"}, "A2": {"Mary"}
+    }
     mary = next(n for n in nodes if n.kind == NodeKind.MENTION and n.name == "Mary")
     assert len(mary.attrs["spans"]) == 2  # "Mary" and the "her" that stands for her
+
+
+def test_a_title_belongs_to_the_name_so_mr_and_mrs_stay_two_people(extractor):
+    text = "Mrs. Smith thanked Mr. Smith. Captain Brown bowed to Sir Walter."
+    nodes, _ = extract(extractor, make_chunk(text))
+    people = {n.name: n.attrs["entity_type"] for n in nodes if n.kind == NodeKind.MENTION}
+    for name in ("Mrs. Smith", "Mr. Smith", "Captain Brown", "Sir Walter"):
+        assert people.get(name) == "PERSON", (name, people)
 
 
 def test_mention_is_anchored_at_its_first_name_occurrence(extractor):

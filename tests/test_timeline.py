@@ -230,9 +230,33 @@ def test_an_exact_alias_wins_over_short_forms_of_other_entities() -> None:
 
 def test_a_name_shared_by_two_entities_of_one_document_is_refused_naming_both() -> None:
     message = _lookup_error(_store(), "Dursley")
-    assert "'Vernon Dursley' (document 'a')" in message
-    assert "'Petunia Dursley' (document 'a')" in message
+    for name, offset in (("Vernon Dursley", 5), ("Petunia Dursley", 8)):
+        # each candidate with what tells it apart: its type, mentions and first appearance
+        assert f"'{name}' (person, 1 mentions, first in a · character {offset})" in message
     assert "full name" in message
+
+
+def _undecided(store: NetworkXGraphStore, name: str, *candidates: str) -> None:
+    """A form the characters rules left apart (``candidates``), as the entity layer writes it."""
+    node = _entity("ent-undecided", (0, 900, 0), name, [name])
+    node.attrs["candidates"] = list(candidates)
+    store.upsert_nodes([node])
+
+
+def test_a_form_left_apart_lists_the_characters_it_may_be() -> None:
+    store = _store(second_doc=False)
+    _undecided(store, "Mr. Dursley", "Vernon Dursley", "Petunia Dursley")
+    message = _lookup_error(store, "Mr. Dursley")
+    assert "may name 2 different entities" in message
+    assert "'Vernon Dursley' (person" in message and "'Petunia Dursley' (person" in message
+    assert "'Mr. Dursley'" not in message.split("entities:")[1]
+
+
+def test_a_form_left_apart_in_some_chunks_still_names_its_one_character() -> None:
+    store = _store(second_doc=False)
+    _undecided(store, "Granger", "Hermione Granger", "Hector Granger")
+    store.upsert_nodes([_entity("ent-h2", (0, 950, 0), "Hermione Granger", ["Granger"])])
+    assert entity_timeline(store, "Granger").entity.node_ids == ("ent-h2",)
 
 
 def test_an_unknown_name_suggests_the_closest_entity_names() -> None:
@@ -305,3 +329,23 @@ def test_timeline_dict_is_json_ready_and_keeps_every_entry() -> None:
     assert (data["mentions"], data["events"]) == (4, 3)
     assert [e["node_id"] for e in data["entries"]] == _ids(timeline)
     assert data["entries"][0]["pos"] == [0, 40, 0]
+
+
+def test_a_novels_timeline_reads_chapter_by_chapter() -> None:
+    text = "CHAPTER I\nAnna came home.\n\nCHAPTER II\nAnna left.\nAnna wept.\n"
+    store = NetworkXGraphStore()
+    chunk = GraphNode(id="c0", kind=NodeKind.CHUNK, text=text, doc_id="a", pos=(0, 0, 0),
+                      span=(0, len(text)))
+    offsets = [text.index("Anna came"), text.index("Anna left"), text.index("Anna wept")]
+    mentions = [_node(f"m{k}", NodeKind.MENTION, (0, at, 0), "Anna", "Anna")
+                for k, at in enumerate(offsets)]
+    store.replace_doc("a", 0, [chunk, *mentions, _entity("ent-a", (0, 10, 0), "Anna", [])],
+                      [_instance(m.id, "ent-a") for m in mentions])
+    timeline = entity_timeline(store, "Anna")
+    assert [e.chapter for e in timeline.entries] == ["Chapter I", "Chapter II", "Chapter II"]
+    _, _, *lines = format_timeline(timeline).splitlines()
+    headings = [line for line in lines if line.startswith("── ")]
+    assert headings == ["── a · Chapter I", "── a · Chapter II"]
+    assert len(lines) == len(headings) + len(timeline.entries)
+    assert lines[1].split()[:2] == [f"{100 * offsets[0] / len(text):.0f}%", "mention"]
+    assert timeline_dict(timeline)["entries"][2]["chapter"] == "Chapter II"

@@ -30,7 +30,13 @@ from llama_index_e2rag.visualize import (
 )
 from llama_index_e2rag.visualize import data as view_data
 from llama_index_e2rag.visualize.render import render_page
-from llama_index_e2rag.visualize.layout import bin_counts, stack_rows, stack_spans, story_axis
+from llama_index_e2rag.visualize.layout import (
+    bin_counts,
+    spaced_labels,
+    stack_rows,
+    stack_spans,
+    story_axis,
+)
 
 INJECTION = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">\'"&'
 
@@ -267,9 +273,9 @@ def test_with_the_event_graph_the_timeline_is_the_fused_entitys() -> None:
 def test_overview_counts_every_mention_and_event_and_ranks_characters() -> None:
     overview = collect_page(_story()).overview
     assert sum(overview.mentions) == 5 and sum(overview.events) == 3
-    # "Anna" and "Anna Berg" share a short form: one character, named by the commoner form
+    # "Anna" and "Anna Berg" are one character, named by the fullest name the story uses
     assert [(lane.name, lane.total) for lane in overview.characters] == [
-        ("Anna", 3),
+        ("Anna Berg", 3),
         ("Ben", 1),
     ]  # persons only ("road" is a concept), most mentioned first
 
@@ -448,3 +454,24 @@ def test_write_page_writes_whole_or_says_why(tmp_path: Path) -> None:
     with pytest.raises(E2RAGError, match="is a folder"):
         write_page(tmp_path, "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["story.html"]  # no temporary left
+
+
+def test_labels_are_kept_left_to_right_only_where_they_fit() -> None:
+    marks = [(0.5, "c"), (0.0, "a"), (0.01, "b"), (0.2, "d"), (0.205, "e")]
+    assert spaced_labels(marks, 0.1) == [(0.0, "a"), (0.2, "d"), (0.5, "c")]
+    assert spaced_labels(marks, 0.0) == sorted(marks)
+
+
+def test_the_axis_marks_each_chapter_where_it_starts_and_the_page_labels_them() -> None:
+    graph = NetworkXGraphStore()
+    text = "Chapter I\nAnna came.\n" + "x" * 60 + "\nCHAPTER II\nBen left.\n"
+    chunk = GraphNode(id="c0", kind=NodeKind.CHUNK, text=text, doc_id="d", pos=(0, 0, 0),
+                      span=(0, len(text)))
+    graph.replace_doc("d", 0, [chunk], [])
+    axis = collect_page(graph).axis
+    second = text.index("CHAPTER II")
+    assert [label for _, label in axis.chapters] == ["Chapter I", "Chapter II"]
+    assert axis.chapters[1][0] == pytest.approx(second / len(text))
+    html = render_page(collect_page(graph))
+    assert re.search(r'class="chapter-label">I</text>', html)
+    assert re.search(r'class="chapter-label">II</text>', html)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from llama_index_e2rag.errors import EntityLookupError
 from llama_index_e2rag.extract.event_graph.entities import (
@@ -62,6 +62,10 @@ class TimelineEntry:
     text: str
     date: str | None = None
     participants: tuple[str, ...] = ()
+    #: The chapter the entry is told in, and its own part of ``position`` ("Chapter 3" /
+    #: "93% through the story"), so a timeline can be read chapter by chapter.
+    chapter: str | None = None
+    where: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,20 @@ def entity_timeline(graph: GraphStore, name: str, *, doc_id: str | None = None) 
             if event is not None and event.kind in _EVENT_KINDS and event.id not in entries:
                 entries[event.id] = _event_entry(graph, event, member_ids, positions)
     ordered = sorted(entries.values(), key=lambda e: (e.pos, e.node_id))
-    return Timeline(entity=_entity(members), entries=tuple(ordered))
+    return Timeline(entity=_entity(members), entries=tuple(_once(ordered)))
+
+
+def _once(entries: list[TimelineEntry]) -> list[TimelineEntry]:
+    """Each place in the story once: chunks overlap, so a sentence told in two of them is
+    extracted twice, as two nodes at the same offset with the same text."""
+    seen: set[tuple[str, str, int, str]] = set()
+    kept = []
+    for entry in entries:
+        key = (entry.kind, entry.doc_id, entry.pos[1], entry.text)
+        if key not in seen:
+            seen.add(key)
+            kept.append(entry)
+    return kept
 
 
 def _exact(query: str, entity: GraphNode) -> bool:
@@ -149,21 +166,53 @@ def _resolve(graph: GraphStore, name: str, doc_id: str | None) -> list[GraphNode
                 continue
             key = frozenset(m.id for m in members)
             components.setdefault(key, (members, []))[1].append(entity)
-        if len(components) == 1:
-            return next(iter(components.values()))[0]
+        people = {k: v for k, v in components.items() if not _left_apart(v[1])}
+        if len(people) == 1:
+            # a form some mentions leave undecided ("Captain Wentworth" in a chunk without
+            # either Wentworth brother) still names the one character it names elsewhere
+            return next(iter(people.values()))[0]
         if components:
-            raise _ambiguous(name, [hits for _, hits in components.values()])
+            raise _ambiguous(graph, name, [hits for _, hits in components.values()], entities)
     raise _unknown(name, entities, doc_id)
 
 
-def _ambiguous(name: str, candidates: list[list[GraphNode]]) -> EntityLookupError:
-    hits = sort_by_position(entity for component in candidates for entity in component)
-    listed = ", ".join(f"{entity.name!r} (document {entity.doc_id!r})" for entity in hits)
-    several_docs = len({e.doc_id for e in hits}) > 1
+def _left_apart(hits: list[GraphNode]) -> bool:
+    """Entities of a name form the characters rules could not decide between (``candidates``)."""
+    return all(entity.attrs.get("candidates") for entity in hits)
+
+
+def _ambiguous(
+    graph: GraphStore, name: str, candidates: list[list[GraphNode]], entities: list[GraphNode]
+) -> EntityLookupError:
+    """Lists the characters ``name`` may mean, each with its canonical name and a detail that
+    tells them apart; a form left apart stands for the characters it could be."""
+    named: dict[tuple[str, str], GraphNode] = {(e.doc_id, e.name or ""): e for e in entities}
+    hits: dict[str, GraphNode] = {}
+    for entity in (e for component in candidates for e in component):
+        for other in entity.attrs.get("candidates") or [entity.name]:
+            found = named.get((entity.doc_id, str(other)))
+            if found is not None and not found.attrs.get("candidates"):
+                hits.setdefault(found.id, found)
+    if not hits:  # nothing but undecided forms: list them as they are
+        hits = {e.id: e for component in candidates for e in component}
+    positions = StoryPositions(graph)
+    listed = "; ".join(_detail(entity, positions) for entity in sort_by_position(hits.values()))
+    several_docs = len({e.doc_id for e in hits.values()}) > 1
     more = " or choose a document (doc_id=, e2rag timeline --doc)" if several_docs else ""
     return EntityLookupError(
-        f"{name!r} names {len(candidates)} different entities: {listed}; pass the full name{more}"
+        f"{name!r} may name {len(hits)} different entities: {listed}; pass the full name{more}"
     )
+
+
+def _detail(entity: GraphNode, positions: StoryPositions) -> str:
+    """'John Cavendish' (PERSON, 331 mentions, first in pg863 · Chapter I · 0% ...)."""
+    kind = entity.attrs.get("entity_type")
+    count = entity.attrs.get("mentions")
+    facts = [str(kind)] if kind else []
+    if count:
+        facts.append(f"{count} mentions")
+    facts.append("first in " + positions.describe(entity.doc_id, entity.pos[1]))
+    return f"{entity.name!r} ({', '.join(facts)})"
 
 
 def _unknown(name: str, entities: list[GraphNode], doc_id: str | None) -> EntityLookupError:
@@ -214,7 +263,15 @@ def _mention_entry(mention: GraphNode, positions: StoryPositions) -> TimelineEnt
         position=positions.describe(mention.doc_id, mention.pos[1]),
         chunk_id=mention.chunk_id,
         text=str(text),
+        **_chapter(positions, mention),
     )
+
+
+def _chapter(positions: StoryPositions, node: GraphNode) -> dict[str, Any]:
+    """The ``chapter`` and ``where`` fields of an entry at ``node``."""
+    chapter, percent = positions.place(node.doc_id, node.pos[1])
+    where = f"{percent:.0f}%" if percent is not None else f"character {node.pos[1]:,}"
+    return {"chapter": chapter, "where": where}
 
 
 def _event_entry(
@@ -238,6 +295,7 @@ def _event_entry(
         text=event.text,
         date=str(date) if date else None,
         participants=tuple(dict.fromkeys(n for n in others if n)),
+        **_chapter(positions, event),
     )
 
 
@@ -256,18 +314,37 @@ def format_timeline(timeline: Timeline, *, limit: int | None = None) -> str:
         f"{counts} in {len(entity.doc_ids)} document(s): {', '.join(entity.doc_ids)}",
     ]
     shown = timeline.entries if limit is None else timeline.entries[: max(limit, 0)]
-    width = max((len(entry.position) for entry in shown), default=0)
-    lines.extend(_entry_line(entry, width) for entry in shown)
+    if any(entry.chapter for entry in shown):
+        lines.extend(_by_chapter(shown))
+    else:
+        width = max((len(entry.position) for entry in shown), default=0)
+        lines.extend(_entry_line(entry, width) for entry in shown)
     hidden = len(timeline.entries) - len(shown)
     if hidden:
         lines.append(f"... {hidden} more entries")
     return "\n".join(lines)
 
 
-def _entry_line(entry: TimelineEntry, width: int) -> str:
+def _by_chapter(entries: Sequence[TimelineEntry]) -> list[str]:
+    """A heading line per chapter (and document), then its entries with their share of the
+    story: a novel's timeline reads as the character's course, chapter by chapter."""
+    lines: list[str] = []
+    current: tuple[str, str | None] | None = None
+    width = max((len(entry.where) for entry in entries), default=0)
+    for entry in entries:
+        here = (entry.doc_id, entry.chapter)
+        if here != current:
+            current = here
+            lines.append(f"── {entry.position.rsplit(' · ', 1)[0]}")
+        lines.append("  " + _entry_line(entry, width, entry.where))
+    return lines
+
+
+def _entry_line(entry: TimelineEntry, width: int, where: str | None = None) -> str:
     date = f" (date: {entry.date})" if entry.date else ""
     others = f" [with {', '.join(entry.participants)}]" if entry.participants else ""
-    return f"{entry.position:<{width}}  {entry.kind:<7}  {_one_line(entry.text)}{date}{others}"
+    place = entry.position if where is None else where
+    return f"{place:<{width}}  {entry.kind:<7}  {_one_line(entry.text)}{date}{others}"
 
 
 def timeline_dict(timeline: Timeline) -> dict[str, Any]:
@@ -298,4 +375,5 @@ def _entry_dict(entry: TimelineEntry) -> dict[str, Any]:
         "text": entry.text,
         "date": entry.date,
         "participants": list(entry.participants),
+        "chapter": entry.chapter,
     }

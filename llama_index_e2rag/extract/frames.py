@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
+from llama_index_e2rag.extract.characters import TITLE_WORDS
+from llama_index_e2rag.extract.pronouns import REFLEXIVE, Antecedents, pronoun_gender
+from llama_index_e2rag.extract.gender import FEMALE_NAMES, FEMALE_TITLES, MALE_NAMES, MALE_TITLES
 from llama_index_e2rag.schema import normalize_text
 
 #: Named-entity labels that become mentions even when they fill no role.
@@ -31,26 +34,6 @@ _TEMPORAL_PREPS = frozenset("before after during until till since".split())
 _LOCATIVE_PREPS = frozenset(
     """at in into inside near on onto under behind beside above below across through outside
     towards toward upon within beneath over along around against""".split()
-)
-_MASCULINE = frozenset("he him himself".split())
-_FEMININE = frozenset("she her herself".split())
-_REFLEXIVE = frozenset("himself herself".split())
-#: A few common given names, so "Mary ... he" does not resolve to Mary; others fit either gender.
-_MALE_NAMES = frozenset(
-    """john james william george charles henry thomas arthur robert edward richard harry peter tom
-    jack joseph samuel frederick albert alfred francis hugh walter ralph david michael paul mark
-    sherlock jim ron hercule""".split()
-)
-_FEMALE_NAMES = frozenset(
-    """mary elizabeth anne anna jane alice emma margaret catherine kate sarah lucy irene helen
-    helena violet grace rose julia laura susan ellen edith hermione ginny dorothy wendy emily
-    charlotte nancy""".split()
-)
-_MALE_TITLES = frozenset(
-    "mr mister sir lord king prince master monsieur father uncle brother".split()
-)
-_FEMALE_TITLES = frozenset(
-    "mrs ms miss madam madame mme mlle lady queen princess mother aunt sister dame".split()
 )
 _RELATIVE_TAGS = frozenset({"WDT", "WP", "WP$", "WRB"})
 _RELATIVE_ADVERB_ROLES = {"where": "AM-LOC", "when": "AM-TMP"}
@@ -76,9 +59,9 @@ def _gender_of(span: Any) -> Optional[str]:
     words = {t.lower_.rstrip(".") for t in span}
     if span.start > 0:
         words.add(span.doc[span.start - 1].lower_.rstrip("."))
-    if words & _MALE_TITLES or first in _MALE_NAMES:
+    if words & MALE_TITLES or first in MALE_NAMES:
         return "m"
-    if words & _FEMALE_TITLES or first in _FEMALE_NAMES:
+    if words & FEMALE_TITLES or first in FEMALE_NAMES:
         return "f"
     return None
 
@@ -103,6 +86,32 @@ def _name(text: str) -> str:
     return " ".join(text.split())
 
 
+def titled_names(doc: Any) -> None:
+    """Put the titles in front of a name into its entity, as a PERSON ("Mrs." + "Inglethorp").
+
+    spaCy's small model leaves them out, which loses the one word that tells Mrs. Inglethorp
+    from Mr. Inglethorp, and reads some titled names as places or organisations ("Sir Walter").
+    """
+    changed = []
+    for ent in doc.ents:
+        start = ent.start
+        while start > 0 and _is_title(doc[start - 1]):
+            start -= 1
+        if start < ent.start and (ent.label_ == "PERSON" or ent.label_ in _NAMED):
+            ent = doc[start : ent.end]
+            ent.label_ = "PERSON"
+        elif _is_title(ent[0]) and len(ent) > 1 and ent.label_ in _NAMED:
+            ent.label_ = "PERSON"
+        changed.append(ent)
+    if any(a.start != b.start or a.label_ != b.label_ for a, b in zip(changed, doc.ents)):
+        doc.ents = changed
+
+
+def _is_title(tok: Any) -> bool:
+    """A capitalised title word ("Mrs.", "Captain", "Sir"), as the characters read names."""
+    return tok.text[:1].isupper() and normalize_text(tok.text) in TITLE_WORDS
+
+
 @dataclass
 class Frame:
     """One predicate with its arguments, before it becomes an event node."""
@@ -121,6 +130,7 @@ class DocFrames:
     """Frames and mentions of one parsed text; the rules of ``docs/offline.md`` live here."""
 
     def __init__(self, doc: Any, resolve_pronouns: bool) -> None:
+        titled_names(doc)
         self.doc = doc
         self.resolve_pronouns = resolve_pronouns
         #: token index -> (the entity or noun chunk it is in, its entity label or "")
@@ -131,12 +141,8 @@ class DocFrames:
         for chunk in doc.noun_chunks:
             for tok in chunk:
                 self._span_of_token.setdefault(tok.i, (chunk, ""))
-        #: (token index, mention key, name, gender) of every PERSON, in text order
-        self._persons: list[tuple[int, str, str, Optional[str]]] = []
-        for ent in doc.ents:
-            ref = self._named_ref(ent) if ent.label_ == "PERSON" else None
-            if ref is not None:
-                self._persons.append((ent.start, ref.key, ref.name, _gender_of(ent)))
+        #: every person in text order, and what each he/she stands for
+        self._people = Antecedents(doc, self._person_key, _gender_of)
         #: token index -> trimmed token range of its sentence (built when first asked)
         self._sentence_range: Optional[dict[int, tuple[int, int]]] = None
         self.frames = [self._frame(tok) for tok in doc if self._is_predicate(tok)]
@@ -170,25 +176,33 @@ class DocFrames:
         return Ref(key, _name(core.text), label, core.start_char, core.end_char, core.root.i)
 
     def _resolve(self, tok: Any, frame: Optional[Frame]) -> Optional[Ref]:
-        """He/him/she/her(self) -> the most recent earlier PERSON of compatible gender."""
-        word = tok.lower_
-        if word not in _MASCULINE and word not in _FEMININE:
+        """He/him/she/her(self) -> the person it stands for (``pronouns.Antecedents``)."""
+        gender = pronoun_gender(tok)
+        if gender is None:
             return None
-        gender = "m" if word in _MASCULINE else "f"
-        # A plain object pronoun never corefers with its own clause's subject (binding).
+        # A plain object pronoun never corefers with its own clause's subject (binding); a
+        # reflexive one does.
         excluded: set[str] = set()
         wanted: set[str] = set()
         if frame is not None:
             clause_args = {r.key for role, r in frame.args if role in ("A0", "A1")}
-            (wanted if word in _REFLEXIVE else excluded).update(clause_args)
+            (wanted if tok.lower_ in REFLEXIVE else excluded).update(clause_args)
+        people = self._people
+        person = None
         if wanted:
-            for start, key, name, g in reversed(self._persons):
-                if key in wanted and start < tok.i and g in (None, gender):
-                    return Ref(key, name, "PERSON", tok.idx, tok.idx + len(tok.text), tok.i)
-        for start, key, name, g in reversed(self._persons):
-            if start < tok.i and key not in excluded and g in (None, gender):
-                return Ref(key, name, "PERSON", tok.idx, tok.idx + len(tok.text), tok.i)
-        return None
+            person = next((p for p in reversed(people.people) if p.key in wanted
+                           and p.start < tok.i and people.gender(p) in (None, gender)), None)
+        if person is None:
+            person = people.resolved(tok)
+            if person is None or person.key in excluded:
+                person = people.pick(tok, gender, excluded)
+        if person is None:
+            return None
+        return Ref(person.key, person.name, "PERSON", tok.idx, tok.idx + len(tok.text), tok.i)
+
+    def _person_key(self, span: Any) -> Optional[tuple[str, str]]:
+        ref = self._named_ref(span)
+        return None if ref is None else (ref.key, ref.name)
 
     def _named_ref(self, span: Any) -> Optional[Ref]:
         core = _strip_leading(span)

@@ -17,10 +17,11 @@ from typing import Any, Iterable, Optional, Sequence
 from llama_index_e2rag.context.keys import EVIDENCE_KEY, POS_KEY
 from llama_index_e2rag.context.evidence import format_position
 from llama_index_e2rag.errors import EntityLookupError
+from llama_index_e2rag.extract.characters import characters
 from llama_index_e2rag.extract.linking import name_variants
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, Position, normalize_text
-from llama_index_e2rag.context.story_position import StoryPositions
+from llama_index_e2rag.context.story_position import StoryPositions, story_map
 from llama_index_e2rag.context.timeline import entity_timeline
 from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.visualize.layout import StoryAxis, bin_counts, story_axis
@@ -47,7 +48,6 @@ SUBGRAPH_EDGES = (
 )
 #: Node kinds a passage's own graph is made of, when its retriever names no graph nodes.
 _GROUNDED_KINDS = (NodeKind.MENTION, NodeKind.EVENT)
-_PERSON_TYPES = frozenset({"person", "per", "character"})
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,13 @@ def _axis(graph: GraphStore) -> StoryAxis:
         lengths[doc_id] = max(
             (n.pos[1] + len(n.text) for n in graph.nodes(doc_id=doc_id)), default=1
         )
-    return story_axis((order, doc_id, lengths[doc_id]) for doc_id, order in orders.items())
+    axis = story_axis((order, doc_id, lengths[doc_id]) for doc_id, order in orders.items())
+    chapters = []
+    for doc_id, order in orders.items():
+        found = story_map(graph, doc_id)
+        if found is not None:
+            chapters += [(axis.x((order, start)), label) for start, label in found.headings]
+    return replace(axis, chapters=tuple(sorted(chapters)))
 
 
 def _overview(graph: GraphStore, axis: StoryAxis) -> Overview:
@@ -230,61 +236,22 @@ def _mention_name(mention: GraphNode) -> str:
     return mention.name or mention.text
 
 
-def _is_person(mention: GraphNode) -> bool:
-    return str(mention.attrs.get("entity_type") or "").lower() in _PERSON_TYPES
-
-
 def _character_lanes(mentions: list[GraphNode], axis: StoryAxis) -> list[Lane]:
-    """The most mentioned names (persons first when the extraction typed any), one lane each."""
-    people = [m for m in mentions if _is_person(m)] or mentions
+    """The most mentioned characters (``extract.characters``), one lane each, named by the
+    fullest name the story gives them; a form left undecided between several is no lane."""
+    people, _ = characters(mentions)
     ranked = sorted(
-        _same_character(m for m in people if _looks_like_a_name(_mention_name(m))),
-        key=lambda ms: (-len(ms), normalize_text(_mention_name(ms[0]))),
+        (p for p in people if not p.candidates),
+        key=lambda p: (-sum(p.counts.values()), normalize_text(p.name)),
     )
-    lanes = []
-    for members in ranked[:MAX_CHARACTERS]:
-        names = Counter(_mention_name(m) for m in members)
-        lanes.append(
-            Lane(
-                name=names.most_common(1)[0][0],
-                total=len(members),
-                counts=tuple(bin_counts((axis.x(m.pos) for m in members), OVERVIEW_BINS)),
-            )
+    return [
+        Lane(
+            name=person.name,
+            total=sum(person.counts.values()),
+            counts=tuple(bin_counts((axis.x(m.pos) for m in person.mentions), OVERVIEW_BINS)),
         )
-    return lanes
-
-
-def _looks_like_a_name(name: str) -> bool:
-    """A short run of words ("Mr. McGregor"), not a parse slip ("Peter sneezed--'Kertyschoo")."""
-    words = name.split()
-    return 0 < len(words) <= 4 and all(w.strip(".'’-").isalpha() for w in words)
-
-
-def _same_character(mentions: Iterable[GraphNode]) -> list[list[GraphNode]]:
-    """Mentions grouped by name, names sharing a short form joined ("Peter" ~ "Peter Rabbit",
-    ``linking.name_variants``): one lane per character, not per spelling."""
-    by_name: dict[str, list[GraphNode]] = {}
-    for mention in mentions:
-        by_name.setdefault(normalize_text(_mention_name(mention)), []).append(mention)
-    parent = {name: name for name in by_name}
-
-    def root(name: str) -> str:
-        while parent[name] != name:
-            parent[name] = parent[parent[name]]
-            name = parent[name]
-        return name
-
-    owner: dict[str, str] = {}
-    for name, members in by_name.items():
-        for variant in name_variants(_mention_name(members[0]), "person"):
-            if variant in owner:
-                parent[root(name)] = root(owner[variant])
-            else:
-                owner[variant] = name
-    groups: dict[str, list[GraphNode]] = {}
-    for name, members in by_name.items():
-        groups.setdefault(root(name), []).extend(members)
-    return list(groups.values())
+        for person in ranked[:MAX_CHARACTERS]
+    ]
 
 
 def _clip(text: str, limit: int) -> str:

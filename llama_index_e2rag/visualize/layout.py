@@ -27,6 +27,8 @@ class StoryAxis:
     grows with ``GraphNode.pos`` across the whole story."""
 
     docs: tuple[DocExtent, ...]
+    #: Chapter headings on the axis: (x in [0, 1], label), in story order.
+    chapters: tuple[tuple[float, str], ...] = ()
 
     @property
     def total(self) -> int:
@@ -99,3 +101,13 @@ def bin_counts(xs: Iterable[float], bins: int) -> list[int]:
 def pos_key(pos: Position | Sequence[int]) -> str:
     """A position as a data attribute value (``"0,1234,0"``): story order is the tuple order."""
     return ",".join(str(int(p)) for p in pos)
+
+
+def spaced_labels(marks: Sequence[tuple[float, str]], min_gap: float) -> list[tuple[float, str]]:
+    """The marks whose labels fit: left to right, each at least ``min_gap`` after the last one
+    kept (a novel's sixty chapter labels do not overprint each other)."""
+    kept: list[tuple[float, str]] = []
+    for x, label in sorted(marks):
+        if not kept or x - kept[-1][0] >= min_gap:
+            kept.append((x, label))
+    return kept

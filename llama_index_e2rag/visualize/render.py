@@ -21,12 +21,20 @@ from llama_index_e2rag.visualize.data import (
     Overview,
     StoryPage,
 )
-from llama_index_e2rag.visualize.layout import StoryAxis, pos_key, stack_rows, stack_spans
+from llama_index_e2rag.visualize.layout import (
+    StoryAxis,
+    pos_key,
+    spaced_labels,
+    stack_rows,
+    stack_spans,
+)
 
 WIDTH = 1000
 LEFT = 150  # lane labels
 RIGHT = 20
 PLOT = WIDTH - LEFT - RIGHT
+#: Pixels between two chapter labels on the axis.
+CHAPTER_LABEL_GAP = 26
 ROW = 16
 MARK_GAP = 12 / PLOT  # marks closer than 12 px stack in rows
 _EVIDENCE_LANE = "evidence passages"
@@ -40,6 +48,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px}
 border-radius:4px;margin:4px 0}svg{width:100%;height:auto;display:block}
 svg text{font:11px system-ui,"DejaVu Sans",sans-serif;fill:#1d2433}
 svg .lane-label{font-weight:600}svg .axis-label{fill:#56607a}
+svg .chapter{stroke:#ffffff;stroke-opacity:.7}svg .chapter-label{fill:#1f2a44;font-size:9px}
 .doc{fill:#f2f4f8}.doc.odd{fill:#e6eaf2}.bar-m{fill:#3d6fd8}.bar-e{fill:#e07b24}
 .cell{fill:#3d6fd8}.lane-bg{fill:#fafbfd;stroke:#e3e7ef}
 .mark circle,.mark rect{stroke:#fff;stroke-width:1}.mark.mention circle{fill:#3d6fd8}
@@ -149,6 +158,13 @@ def _axis_rows(axis: StoryAxis, top: float, height: float) -> list[str]:
             parts.append(
                 f'<text x="{x0 + 4}" y="{top + 12}" class="axis-label">{_e(doc.doc_id)}</text>'
             )
+    for x, _ in axis.chapters:  # every chapter a thin line, the labels that fit above
+        parts.append(f'<line class="chapter" x1="{_px(x)}" x2="{_px(x)}" y1="{top}" '
+                     f'y2="{top + height}"></line>')
+    if height >= 30:
+        for x, label in spaced_labels(axis.chapters, CHAPTER_LABEL_GAP / PLOT):
+            parts.append(f'<text x="{_px(x) + 2}" y="{top + height - 3}" '
+                         f'class="chapter-label">{_e(_short_chapter(label))}</text>')
     for tick in (0, 0.25, 0.5, 0.75, 1):
         anchor = "start" if tick == 0 else "end" if tick == 1 else "middle"
         parts.append(
@@ -156,6 +172,12 @@ def _axis_rows(axis: StoryAxis, top: float, height: float) -> list[str]:
             f'class="axis-label">{tick * 100:.0f}%</text>'
         )
     return parts
+
+
+def _short_chapter(label: str) -> str:
+    """"Chapter XII" -> "XII", "Book 2" -> "B 2": room for more of them on the axis."""
+    kind, _, number = label.partition(" ")
+    return number if kind.lower() == "chapter" else f"{kind[:1]} {number}"
 
 
 def _overview_section(axis: StoryAxis, overview: Overview) -> str:

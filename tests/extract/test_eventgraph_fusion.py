@@ -308,7 +308,7 @@ def by_name(nodes: Sequence[GraphNode]) -> dict[str, GraphNode]:
     return {n.name: n for n in nodes}
 
 
-def test_entity_is_named_after_the_longest_description_and_placed_at_its_first_mention():
+def test_a_character_is_named_by_its_fullest_name_and_placed_at_its_first_mention():
     mentions, events, edges = granger_story()
     nodes, _ = build(mentions, events, edges)
     hermione = by_name(nodes)["Hermione Granger"]
@@ -324,9 +324,9 @@ def test_entity_is_named_after_the_longest_description_and_placed_at_its_first_m
         "entity_type": "person",
         "aliases": ["Miss Granger", "Hermione Granger"],
         "mentions": 3,
-        "description": "A witch who knows every spell. A girl.",
+        "description": "A girl. A witch who knows every spell.",
     }
-    assert hermione.text == "Hermione Granger: A witch who knows every spell. A girl."
+    assert hermione.text == "Hermione Granger: A girl. A witch who knows every spell."
 
 
 def test_entities_without_descriptions_are_their_name():
@@ -342,10 +342,20 @@ def test_without_descriptions_the_longest_name_represents_the_entity():
     assert [n.name for n in nodes] == ["Hermione Granger"]
 
 
-def test_entities_below_theta_stay_separate_nodes():
-    mentions, events, edges = granger_story()
-    nodes, _ = build(mentions, events, edges, theta=0.7)
-    assert {"Miss Granger", "Hermione Granger"} <= set(by_name(nodes))
+def test_things_below_theta_stay_separate_nodes_and_people_join_by_name_at_any_cosine():
+    mentions = [
+        mention("the wand", 0, entity_type="concept"),
+        mention("Miss Granger", 10),
+        mention("the old wand", 20, entity_type="concept"),
+        mention("Hermione Granger", 30),
+    ]
+    groups = mention_groups(mentions)
+    for theta, things in ((0.7, 2), (0.5, 1)):
+        nodes, _ = entity_layer("d", groups, [], [], vectors(4, 0.1, p0_2=0.6, p1_3=0.6), theta)
+        assert [n.name for n in nodes if n.attrs["entity_type"] == "person"] == [
+            "Hermione Granger"
+        ]
+        assert len([n for n in nodes if n.attrs["entity_type"] == "concept"]) == things
 
 
 def test_every_mention_is_an_instance_of_its_entity():

@@ -18,25 +18,18 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from llama_index_e2rag.extract.characters import character_node, characters, entity_node
 from llama_index_e2rag.extract.event_graph.entities import name_forms
+from llama_index_e2rag.extract.gender import FEMALE_TITLES, MALE_TITLES
 from llama_index_e2rag.extract.linking import name_parts
 from llama_index_e2rag.schema import (
     EdgeKind,
     GraphEdge,
     GraphNode,
-    NodeKind,
-    make_id,
     normalize_text,
     sort_by_position,
 )
 
-#: Titles that mark a man or a woman; two names titled with different genders never fuse.
-MALE_TITLES = frozenset(
-    "mr mister master monsieur sir lord king prince father brother uncle".split()
-)
-FEMALE_TITLES = frozenset(
-    "mrs ms miss madam madame mme mlle dame lady queen princess mother sister aunt auntie".split()
-)
 _UNKNOWN_TYPES = frozenset({"", "concept"})
 _DIGITS = 6  # cosine precision that orders merges
 _BLOCK = 1024  # rows of the similarity matrix computed at once
@@ -307,23 +300,13 @@ def _entity_node(doc_id: str, members: Sequence[Group]) -> GraphNode:
     description = " ".join(descriptions)
     first = sort_by_position(m for g in members for m in g.mentions)[0]
     known = [g.entity_type for g in members if type_key(g.entity_type)]
-    return GraphNode(
-        id=make_id(doc_id, "eventgraph_entity", first.pos, representative.name),
-        kind=NodeKind.ENTITY,
-        text=f"{representative.name}: {description}" if description else representative.name,
-        doc_id=doc_id,
-        pos=first.pos,
-        span=first.span,
-        chunk_id=first.chunk_id,
-        name=representative.name,
-        attrs={
-            "event_graph": "entity",
-            "entity_type": known[0] if known else members[0].entity_type,
-            "aliases": [g.name for g in members],
-            "mentions": sum(len(g.mentions) for g in members),
-            "description": description,
-        },
-    )
+    return entity_node(doc_id, representative.name, first, {
+        "event_graph": "entity",
+        "entity_type": known[0] if known else members[0].entity_type,
+        "aliases": [g.name for g in members],
+        "mentions": sum(len(g.mentions) for g in members),
+        "description": description,
+    })
 
 
 def entity_layer(
@@ -337,18 +320,27 @@ def entity_layer(
 ) -> tuple[list[GraphNode], list[GraphEdge]]:
     """One document's entity nodes (story order) and their edges, all owned by ``doc_id``.
 
-    ``groups`` is ``mention_groups`` of the document's mentions and ``vectors`` their embeddings
-    (see ``fuse``). ``edges`` may be any edges of the document: its ``participates`` edges from a
-    grouped mention to one of ``events`` are lifted to the mention's entity, once per entity and
-    event, and its ``co_mention`` edges between mentions of two entities to one ``co_mention``
-    edge (earlier -> later entity) weighted by their number. Every mention also gets an
-    ``instance_of`` edge to its entity.
+    Mentions that name a person become the document's ``characters`` (by name rules); the other
+    ``groups`` (``mention_groups`` of the document's mentions, ``vectors`` their embeddings) are
+    fused (see ``fuse``). ``edges`` may be any edges of the document: its ``participates``
+    edges from a grouped mention to one of ``events`` are lifted to the mention's entity, once
+    per entity and event, and its ``co_mention`` edges between mentions of two entities to one
+    ``co_mention`` edge (earlier -> later entity) weighted by their number. Every mention also
+    gets an ``instance_of`` edge to its entity.
     """
-    fused = fuse(groups, vectors, theta_merge, require_name_overlap)
-    built = [(_entity_node(doc_id, [groups[i] for i in s]), [groups[i] for i in s]) for s in fused]
+    people, rest = characters([m for group in groups for m in group.mentions])
+    not_people = {m.id for m in rest}
+    kept = [k for k, group in enumerate(groups) if group.mentions[0].id in not_people]
+    others = [groups[k] for k in kept]
+    fused = fuse(others, np.asarray(vectors)[kept], theta_merge, require_name_overlap)
+    built = [
+        (_entity_node(doc_id, [others[i] for i in s]), [m for i in s for m in others[i].mentions])
+        for s in fused
+    ]
+    built += [(character_node(doc_id, person), person.mentions) for person in people]
     built.sort(key=lambda pair: (pair[0].pos, pair[0].id))
     nodes = [entity for entity, _ in built]
-    entity_of = {m.id: entity for entity, members in built for g in members for m in g.mentions}
+    entity_of = {m.id: entity for entity, mentions in built for m in mentions}
 
     out = [
         GraphEdge(source=mention_id, target=entity.id, kind=EdgeKind.INSTANCE_OF, doc_id=doc_id)

@@ -1,0 +1,130 @@
+"""Pronoun antecedents of one parsed text: he/him/she/her(self) -> the person they stand for.
+
+Read once, in text order, so a resolved pronoun is itself an antecedent for the next one
+("Eleanor lied. She lied to Aunt Judith about where she spent her evenings": both "she" are
+Eleanor). The rules, in the spirit of Hobbs' algorithm and the pronoun pass of Stanford's
+multi-pass sieve, without a trained model:
+
+* candidates are earlier persons whose gender agrees: named PERSON entities, capitalised
+  proper-noun subjects the small model left untyped ("Eleanor lied"), and resolved pronouns;
+  a person's gender comes from titles and given names, and from the pronouns already resolved
+  to them;
+* an object pronoun never stands for its own verb's subject ("Holmes told him": not Holmes);
+* a subject of the pronoun's own sentence is preferred to a nearer non-subject, else the
+  nearest candidate wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from llama_index_e2rag.extract.characters import TITLE_WORDS
+from llama_index_e2rag.extract.gender import name_gender
+from llama_index_e2rag.schema import normalize_text
+
+MASCULINE = frozenset("he him himself".split())
+FEMININE = frozenset("she her herself".split())
+REFLEXIVE = frozenset("himself herself".split())
+_SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
+_OBJECT_DEPS = frozenset({"dobj", "dative", "iobj", "pobj"})
+
+
+@dataclass(frozen=True)
+class Person:
+    """One occurrence of a person in the text: a name, or a pronoun resolved to one."""
+
+    start: int
+    key: str
+    name: str
+    gender: Optional[str]
+    subject: bool
+
+
+def pronoun_gender(tok: Any) -> Optional[str]:
+    word = tok.lower_
+    return "m" if word in MASCULINE else "f" if word in FEMININE else None
+
+
+class Antecedents:
+    """Every person of a parsed text in order, and what each he/she pronoun resolves to."""
+
+    def __init__(
+        self,
+        doc: Any,
+        named: Callable[[Any], Optional[tuple[str, str]]],
+        gender_of: Callable[[Any], Optional[str]],
+    ) -> None:
+        """``named(span)`` gives a PERSON entity's (key, name); ``gender_of(span)`` its gender."""
+        self.people: list[Person] = []
+        self._resolved: dict[int, Person] = {}
+        self._genders: dict[str, str] = {}
+        self._at: dict[int, Person] = {}
+        person_at = {ent.start: ent for ent in doc.ents if ent.label_ == "PERSON"}
+        for tok in doc:
+            ent = person_at.get(tok.i)
+            gender = pronoun_gender(tok)
+            if ent is not None:
+                found = named(ent)
+                if found is not None:
+                    self._add(Person(ent.start, *found, gender_of(ent), _is_subject(ent.root)),
+                              ent.root.i)
+            elif _bare_name(tok):
+                key = normalize_text(tok.text)
+                self._add(Person(tok.i, key, tok.text, name_gender(key), True), tok.i)
+            elif gender is not None and tok.lower_ not in REFLEXIVE:
+                person = self.pick(tok, gender, self._bound(tok))
+                if person is not None:
+                    here = Person(tok.i, person.key, person.name, gender, _is_subject(tok))
+                    self._resolved[tok.i] = here
+                    self._genders.setdefault(person.key, gender)
+                    self._add(here, tok.i)
+
+    def _add(self, person: Person, head: int) -> None:
+        self.people.append(person)
+        self._at[head] = person
+
+    def _bound(self, tok: Any) -> set[str]:
+        """Keys an object pronoun cannot stand for: its own verb's subject."""
+        if tok.dep_ not in _OBJECT_DEPS:
+            return set()
+        verb = tok.head.head if tok.dep_ == "pobj" else tok.head
+        return {
+            self._at[child.i].key
+            for child in verb.children
+            if child.dep_ in _SUBJECT_DEPS and child.i in self._at
+        }
+
+    def gender(self, person: Person) -> Optional[str]:
+        return person.gender or self._genders.get(person.key)
+
+    def pick(self, tok: Any, gender: str, excluded: set[str]) -> Optional[Person]:
+        """The person a pronoun at ``tok`` stands for, ``excluded`` keys aside."""
+        candidates = [
+            p for p in self.people
+            if p.start < tok.i and p.key not in excluded and self.gender(p) in (None, gender)
+        ]
+        if not candidates:
+            return None
+        start = tok.sent.start
+        subjects = [p for p in candidates if p.start >= start and p.subject]
+        return (subjects or candidates)[-1]
+
+    def resolved(self, tok: Any) -> Optional[Person]:
+        """What the pronoun at ``tok`` was read as, in text order (``None``: nobody)."""
+        return self._resolved.get(tok.i)
+
+
+def _is_subject(tok: Any) -> bool:
+    return tok.dep_ in _SUBJECT_DEPS
+
+
+def _bare_name(tok: Any) -> bool:
+    """A capitalised proper-noun subject no entity covers ("Eleanor lied")."""
+    return (
+        tok.pos_ == "PROPN"
+        and tok.dep_ in _SUBJECT_DEPS
+        and not tok.ent_type_
+        and tok.text[:1].isupper()
+        and normalize_text(tok.text) not in TITLE_WORDS
+    )
