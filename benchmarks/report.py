@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+from benchmarks.litbank.report import saved_section as litbank_section
+
 #: Reference baseline figures from ``shared/data/README.md`` (same embedding, full dev splits).
 README_REFERENCE = {
     "fairytaleqa": {"bm25": (0.633, 0.817), "dense": (0.582, 0.756), "hybrid": (0.633, 0.821),
@@ -475,6 +477,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
         if plot:
             out += [f"![scaling]({os.path.relpath(plot, doc_path.parent)})", ""]
     out += _vector_storage_section()
+    out += litbank_section()
     cost = results.get("llm_cost")
     if cost:
         out += ["## LLM indexing cost (no LLM called)", "", _stamp(results, part="llm_cost"), "",
