@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="where litbank.json and litbank.md go")
     parser.add_argument("--out", type=Path, default=_REPO / "docs" / "benchmarks.md",
                         help="the report whose LitBank section is rewritten")
+    parser.add_argument("--render-only", action="store_true",
+                        help="measure nothing: rewrite the section from the saved litbank.json")
     return parser
 
 
@@ -102,16 +104,23 @@ def _write(path: Path, text: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.works is not None and args.works < 1:
-        parser.error("--works must be at least 1")
-    try:
-        works = load_litbank(args.data_root, args.only, args.works)
-    except LitBankDataError as exc:
-        parser.error(str(exc))
-    os.environ.pop("OPENAI_API_KEY", None)  # the offline default is what is measured
-    words = sys.argv[1:] if argv is None else list(argv)
-    results = run(works, args.systems, " ".join(["python -m benchmarks litbank", *words]))
-    _write(args.results / "litbank.json", json.dumps(results, indent=1, default=str) + "\n")
+    saved = args.results / "litbank.json"
+    if args.render_only:
+        try:
+            results = json.loads(saved.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            parser.error(f"no saved results to render: {exc}")
+    else:
+        if args.works is not None and args.works < 1:
+            parser.error("--works must be at least 1")
+        try:
+            works = load_litbank(args.data_root, args.only, args.works)
+        except LitBankDataError as exc:
+            parser.error(str(exc))
+        os.environ.pop("OPENAI_API_KEY", None)  # the offline default is what is measured
+        words = sys.argv[1:] if argv is None else list(argv)
+        results = run(works, args.systems, " ".join(["python -m benchmarks litbank", *words]))
+        _write(saved, json.dumps(results, indent=1, default=str) + "\n")
     section = report.render(results)
     _write(args.results / "litbank.md", section)
     document = args.out.read_text(encoding="utf-8") if args.out.is_file() else "# Benchmarks\n"

@@ -11,6 +11,8 @@ from benchmarks.litbank.loader import CATEGORIES, TYPES
 
 HEADING = "## LitBank"
 RESULTS_MD = Path(__file__).resolve().parents[1] / "results" / "litbank.md"
+#: what a person read in the figures; shown under them until it is rewritten
+FINDINGS_MD = RESULTS_MD.with_name("litbank-findings.md")
 #: the issue's targets: coreference and event margins over the best baseline, PER head F1
 COREF_MARGIN, EVENT_MARGIN, PER_HEAD_F1 = 0.15, 0.20, 0.80
 
@@ -32,7 +34,9 @@ def render(results: dict[str, Any]) -> str:
            f"{len(results['works'])} works, {results['words']:,} tokens · "
            f"{results['wall_seconds'] / 60:.1f} min in all (spaCy parse of the texts for the "
            f"baselines and heads {results['parse_seconds']:.0f} s)*", "",
-           *_definitions(), ""]
+           "Time per system (build or run, read back, scoring), all works: " + ", ".join(
+               f"`{name}` {s['seconds']:.0f} s" for name, s in results["systems"].items()) + ".",
+           "", *_definitions(), ""]
     mentions = _systems_with(results, "mentions")
     out += ["### Mentions (type-aware, all six types)", "",
             "| system | exact P | exact R | exact F1 | head P | head R | head F1 | untyped head "
@@ -80,6 +84,9 @@ def render(results: dict[str, Any]) -> str:
                        f"{_f(c['mean_coverage'])} | {_f(c['mean_precision'])} |")
         out.append("")
     out += _targets(results)
+    if FINDINGS_MD.is_file():
+        out += ["#### Findings (written by hand from the run above: `benchmarks/results/"
+                f"{FINDINGS_MD.name}`)", "", FINDINGS_MD.read_text(encoding="utf-8").strip(), ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -90,7 +97,7 @@ def _definitions() -> list[str]:
         "organisation (proper, nominal, pronoun; nested ones too), their coreference chains "
         "(singletons included) and realis event triggers. `python -m benchmarks litbank "
         "[--data-root DIR] [--works N] [--only ID ...]` reads any folder laid out like "
-        "`shared/data/litbank`.",
+        "`shared/data/litbank` (`--render-only` rewrites this section from the saved JSON).",
         "",
         "- **Text fed to a system**: each sentence line's tokens joined by single spaces, "
         "sentences joined by newlines; gold token positions become character offsets of that "

@@ -13,8 +13,10 @@ Every count is kept (``Counts``, ``Ratio``) so per-work rows add up to the corpu
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
+from statistics import StatisticsError
 from typing import Callable, Hashable, Iterable, Sequence
 
 from benchmarks.litbank.loader import CATEGORIES, TYPES
@@ -194,10 +196,16 @@ def coref_document(key: Sequence[Cluster], response: Sequence[Cluster]) -> dict[
     out = {}
     for name in COREF_METRICS:
         r_den, p_den = _denominators(name, key), _denominators(name, response)
+        recall = precision = 0.0
         if key and response:
-            recall, precision, _ = _metric(name)(key, response)
-        else:
-            recall = precision = 0.0
+            try:
+                with warnings.catch_warnings():  # numpy's 1 / -0.0 inside harmonic_mean
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    recall, precision, _ = _metric(name)(key, response)
+            except StatisticsError:
+                # scorch's CEAF-e of disjoint clusterings: its alignment total is -0.0, which
+                # Python's harmonic_mean (its F1) refuses; recall and precision are zero
+                pass
         out[name] = Ratio(recall * r_den, r_den, precision * p_den, p_den)
     return out
 

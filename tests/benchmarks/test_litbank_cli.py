@@ -42,6 +42,10 @@ def test_cli_scores_a_folder_and_rewrites_only_its_section(tiny_litbank, tmp_pat
     assert again.returncode == 0, again.stderr
     text = doc.read_text()
     assert text.count(HEADING) == 1 and "keep me" in text and "| project |" not in text
+    doc.write_text("# Benchmarks\n")
+    rendered = _run("--render-only", "--results", str(results), "--out", str(doc))
+    assert rendered.returncode == 0, rendered.stderr
+    assert (results / "litbank.md").read_text().strip() in doc.read_text()
 
 
 def test_cli_refuses_a_folder_that_is_not_litbank(tmp_path):
@@ -50,6 +54,8 @@ def test_cli_refuses_a_folder_that_is_not_litbank(tmp_path):
     assert done.stderr.strip().splitlines()[-1].endswith(f"not a LitBank folder: {tmp_path} "
                                                          "has no coref/ folder")
     assert not (tmp_path / "r").exists()
+    nothing = _run("--render-only", "--results", str(tmp_path / "r"))
+    assert nothing.returncode == 2 and "no saved results to render" in nothing.stderr
 
 
 def test_splice_places_a_new_section_before_method_and_replaces_an_old_one():

@@ -114,9 +114,11 @@ def test_documents_pool_numerators_and_denominators():
     assert got["ceafe"]["r"] == pytest.approx((1.8 + 1.3) / (3 + 2))
 
 
-def test_empty_sides_score_zero_without_error():
+def test_empty_or_disjoint_sides_score_zero_without_error():
     assert coref_prf(coref_document(KEY_A, []))["avg_f1"] == 0
     assert coref_prf(coref_document([], _c("ab")))["avg_f1"] == 0
+    disjoint = coref_prf(coref_document(_c("ab", "c"), _c("xy", "z")))
+    assert all(disjoint[m][k] == 0 for m in ("muc", "b3", "ceafe") for k in ("r", "p", "f1"))
 
 
 def test_clusters_keep_a_mention_once():
