@@ -477,7 +477,6 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
         if plot:
             out += [f"![scaling]({os.path.relpath(plot, doc_path.parent)})", ""]
     out += _vector_storage_section()
-    out += litbank_section()
     cost = results.get("llm_cost")
     if cost:
         out += ["## LLM indexing cost (no LLM called)", "", _stamp(results, part="llm_cost"), "",
@@ -505,6 +504,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
                 "using the class. Neither of our statements imports llama-index (a rule test, "
                 "`tests/lightrag/test_import_cost.py`).", ""]
         out += _import_table(imports) + [""]
+    out += litbank_section()  # where ``python -m benchmarks litbank`` splices it too
     out += ["## Method", "",
             "- **Budget**: ranked passages are concatenated in order until the word budget "
             "(whitespace words) is spent; the overflowing passage is cut to fit. *words used* "

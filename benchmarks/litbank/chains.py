@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Literal, Optional
 
 from benchmarks.litbank.loader import GoldMention, Work
-from benchmarks.litbank.scoring import match
+from benchmarks.litbank.scoring import head_only_key, match
 
 if TYPE_CHECKING:
     from benchmarks.litbank.evaluate import Heads
@@ -63,7 +63,7 @@ def chain_coverage(work: Work, heads: "Heads",
             continue
         gold = [heads.gold(m) for m in members]
         found = [heads.item(start, end, None) for start, end in spans]
-        pairs = len(match(gold, found, lambda item: item.head))
+        pairs = len(match(gold, found, head_only_key))
         out.append(ChainResult(work.work_id, chain, len(members), name, "resolved",
                                pairs / len(gold), pairs / len(found) if found else 0.0))
     return out

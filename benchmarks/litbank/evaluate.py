@@ -27,6 +27,7 @@ from benchmarks.litbank.scoring import (
     coref_prf,
     exact_key,
     head_key,
+    head_only_key,
     match,
     score_events,
     score_mentions,
@@ -121,8 +122,7 @@ def _coref(work: Work, gold: Sequence[Item], mentions: Sequence[PredictedMention
     key = clusters(((m.start, m.end), m.chain) for m in work.mentions)
     typed = [(m, item) for m, item in zip(mentions, predicted) if m.type is not None]
     exact = clusters(((m.start, m.end), _chain(m)) for m, _ in typed)
-    untyped_head = lambda item: item.head  # noqa: E731 - coreference ignores types
-    twin = dict((j, i) for i, j in match(gold, [item for _, item in typed], untyped_head))
+    twin = {j: i for i, j in match(gold, [item for _, item in typed], head_only_key)}
     by_head = clusters((_identity(work, twin.get(j), m), _chain(m))
                        for j, (m, _) in enumerate(typed))
     return {"exact": coref_document(key, exact), "head": coref_document(key, by_head)}

@@ -30,7 +30,8 @@ def render(results: dict[str, Any]) -> str:
     m = results["machine"]
     commit = f", commit `{m['git_commit']}`" if m.get("git_commit") else ""
     out = [HEADING, "",
-           f"*`{results['command']}` · {m['date_utc']}{commit} · {m['nproc']} cores, {m['cpu']} · "
+           f"*`{results['command']}` · {m['date_utc']}{commit} · {m['nproc']} cores, "
+           f"{m['cpu']} · "
            f"{len(results['works'])} works, {results['words']:,} tokens · "
            f"{results['wall_seconds'] / 60:.1f} min in all (spaCy parse of the texts for the "
            f"baselines and heads {results['parse_seconds']:.0f} s)*", "",
@@ -45,7 +46,8 @@ def render(results: dict[str, Any]) -> str:
         e, h = s["mentions"]["exact"]["overall"], s["mentions"]["head"]["overall"]
         u = s["mentions"]["head"]["untyped"]
         out.append(f"| {name} | {_f(e['p'])} | {_f(e['r'])} | {_f(e['f1'])} | {_f(h['p'])} | "
-                   f"{_f(h['r'])} | {_f(h['f1'])} | {_f(u['f1'])} | {h['pred']:,} / {u['pred']:,} |")
+                   f"{_f(h['r'])} | {_f(h['f1'])} | {_f(u['f1'])} | "
+                   f"{h['pred']:,} / {u['pred']:,} |")
     for part, names, title in (("by_type", TYPES, "type"), ("by_category", CATEGORIES,
                                                              "category")):
         out += ["", f"Per {title}: F1 exact / head (gold mentions in brackets).", "",

@@ -33,7 +33,9 @@ class Counts:
     gold: int = 0
 
     def add(self, other: "Counts") -> None:
-        self.tp, self.pred, self.gold = self.tp + other.tp, self.pred + other.pred, self.gold + other.gold
+        self.tp += other.tp
+        self.pred += other.pred
+        self.gold += other.gold
 
     def prf(self) -> dict[str, float]:
         p = self.tp / self.pred if self.pred else 0.0
@@ -102,6 +104,11 @@ def exact_key(item: Item) -> Hashable:
 
 def head_key(item: Item) -> Hashable:
     return (item.head, item.type)
+
+
+def head_only_key(item: Item) -> Hashable:
+    """The head whatever the type (coreference and timelines ignore types)."""
+    return item.head
 
 
 @dataclass

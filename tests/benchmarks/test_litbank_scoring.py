@@ -131,7 +131,8 @@ def _item(start, end, head, kind, category="NOM"):
 
 
 def test_mentions_exact_and_head_are_type_aware_one_to_one():
-    gold = [_item(0, 10, 1, "PER", "PROP"), _item(20, 28, 5, "FAC"), _item(30, 33, 7, "PER", "PRON")]
+    gold = [_item(0, 10, 1, "PER", "PROP"), _item(20, 28, 5, "FAC"),
+            _item(30, 33, 7, "PER", "PRON")]
     pred = [_item(0, 10, 1, "PER"),  # exact
             _item(22, 28, 5, "FAC"),  # head only
             _item(22, 28, 5, "FAC"),  # the same head again: one-to-one, a false positive
