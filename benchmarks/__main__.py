@@ -208,7 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return litbank(words[1:])
     parser = argparse.ArgumentParser(prog="python -m benchmarks",
-                                     description=__doc__.split("\n")[0])
+                                     description=__doc__.split("\n")[0],
+                                     epilog="python -m benchmarks litbank --help: the LitBank "
+                                            "benchmark of the entity/event layer")
     parser.add_argument("profile", choices=sorted(PROFILES))
     parser.add_argument("--data-root", type=Path, default=DEFAULT_DATA_ROOT,
                         help="the shared data folder (default: ../shared/data)")

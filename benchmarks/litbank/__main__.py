@@ -25,8 +25,10 @@ _REPO = Path(__file__).resolve().parents[2]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks litbank",
-                                     description=__doc__.split("\n")[0].split(": ", 1)[1])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks litbank",
+        description="Score the offline entity/event layer and the baselines on LitBank: "
+                    "mentions, event triggers, coreference, timeline chains.")
     parser.add_argument("--data-root", type=Path, default=DEFAULT_LITBANK_ROOT,
                         help="a folder laid out like shared/data/litbank (coref/, events/)")
     parser.add_argument("--works", type=int, default=None,

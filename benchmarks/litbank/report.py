@@ -106,7 +106,8 @@ def _definitions() -> list[str]:
         "text.",
         "- **Systems**: `project` is the offline default (`E2RAGIndex.from_documents`, grounded "
         "spaCy extraction, MiniLM, no LLM) with `EventGraphBuilder`, whose fused entities "
-        "`e2rag timeline` reads: every occurrence of every mention node is a mention, its fused "
+        "`e2rag timeline` reads (the other optional layers add no mention or event and are "
+        "not built): every occurrence of every mention node is a mention, its fused "
         "entity its chain, each event's verb a trigger. Baselines on one spaCy parse (the "
         "project's model): `spacy-ner` (entity spans, each alone), `exact-name` (those spans "
         "chained by identical name and type), `name+pronoun` (plus he/him/his/himself and "
