@@ -127,7 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _write(args.results / "litbank.md", section)
     document = args.out.read_text(encoding="utf-8") if args.out.is_file() else "# Benchmarks\n"
     _write(args.out, report.splice(document, section))
-    print(f"results: {args.results / 'litbank.json'}\nreport:  {args.out}")
+    if not args.render_only:
+        print(f"results: {saved}")
+    print(f"report:  {args.out}")
     return 0
 
 
