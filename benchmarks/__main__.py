@@ -1,5 +1,8 @@
 """``python -m benchmarks quick|full``: every figure of docs/benchmarks.md from one command.
 
+``python -m benchmarks litbank``: the entity/event layer on LitBank (``benchmarks/litbank``; its
+own options, ``--help``); its section of the report is kept when ``quick``/``full`` rewrite it.
+
 ``quick``: the two shortest LiteraryQA books, the first two FairytaleQA val stories, the first two
 questions of each multi-hop sample, scaling at 5k/20k words, LLM cost on the shortest book,
 import cost over 5 fresh interpreters per statement (about 10 s).
@@ -199,8 +202,15 @@ def _read_results(path: Path) -> dict[str, Any] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["litbank"]:  # its own options (``benchmarks/litbank``)
+        from benchmarks.litbank.__main__ import main as litbank
+
+        return litbank(words[1:])
     parser = argparse.ArgumentParser(prog="python -m benchmarks",
-                                     description=__doc__.split("\n")[0])
+                                     description=__doc__.split("\n")[0],
+                                     epilog="python -m benchmarks litbank --help: the LitBank "
+                                            "benchmark of the entity/event layer")
     parser.add_argument("profile", choices=sorted(PROFILES))
     parser.add_argument("--data-root", type=Path, default=DEFAULT_DATA_ROOT,
                         help="the shared data folder (default: ../shared/data)")

@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+from benchmarks.litbank.report import saved_section as litbank_section
+
 #: Reference baseline figures from ``shared/data/README.md`` (same embedding, full dev splits).
 README_REFERENCE = {
     "fairytaleqa": {"bm25": (0.633, 0.817), "dense": (0.582, 0.756), "hybrid": (0.633, 0.821),
@@ -502,6 +504,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
                 "using the class. Neither of our statements imports llama-index (a rule test, "
                 "`tests/lightrag/test_import_cost.py`).", ""]
         out += _import_table(imports) + [""]
+    out += litbank_section()  # where ``python -m benchmarks litbank`` splices it too
     out += ["## Method", "",
             "- **Budget**: ranked passages are concatenated in order until the word budget "
             "(whitespace words) is spent; the overflowing passage is cut to fit. *words used* "
