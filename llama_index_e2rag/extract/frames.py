@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
 from llama_index_e2rag.extract.characters import TITLE_WORDS
-from llama_index_e2rag.extract.pronouns import REFLEXIVE, Antecedents, pronoun_gender
+from llama_index_e2rag.extract.pronouns import (
+    NARRATOR_KEY,
+    NARRATOR_NAME,
+    REFLEXIVE,
+    Antecedents,
+    narrator_tokens,
+    pronoun_gender,
+)
 from llama_index_e2rag.extract.gender import FEMALE_NAMES, FEMALE_TITLES, MALE_NAMES, MALE_TITLES
 from llama_index_e2rag.schema import normalize_text
 
@@ -95,8 +102,8 @@ def titled_names(doc: Any) -> None:
     changed = []
     for ent in doc.ents:
         start = ent.start
-        while start > 0 and _is_title(doc[start - 1]):
-            start -= 1
+        while start > 0 and _is_title(doc[start - 1]) and not doc[start - 1].ent_type_:
+            start -= 1  # a title another entity holds stays there: entities never overlap
         if start < ent.start and (ent.label_ == "PERSON" or ent.label_ in _NAMED):
             ent = doc[start : ent.end]
             ent.label_ = "PERSON"
@@ -199,6 +206,21 @@ class DocFrames:
         if person is None:
             return None
         return Ref(person.key, person.name, "PERSON", tok.idx, tok.idx + len(tok.text), tok.i)
+
+    def pronoun_refs(self) -> list[Ref]:
+        """Every resolved he/his/she/her… and, outside dialogue, every I/me/my (the narrator),
+        as an occurrence of the person it stands for."""
+        if not self.resolve_pronouns:
+            return []
+        refs = [
+            Ref(p.key, p.name, "PERSON", self.doc[i].idx, self.doc[i].idx + len(self.doc[i]), i)
+            for i, p in self._people.occurrences()
+        ]
+        for i in narrator_tokens(self.doc):
+            tok = self.doc[i]
+            refs.append(Ref(NARRATOR_KEY, NARRATOR_NAME, "PERSON", tok.idx,
+                            tok.idx + len(tok.text), i))
+        return refs
 
     def _person_key(self, span: Any) -> Optional[tuple[str, str]]:
         ref = self._named_ref(span)

@@ -30,6 +30,7 @@ from llama_index_e2rag.extract.base import (
     record_failure,
 )
 from llama_index_e2rag.extract.frames import DocFrames, Frame, Ref
+from llama_index_e2rag.extract.pronouns import NARRATOR_KEY
 from llama_index_e2rag.extract.linking import chunk_node_id
 from llama_index_e2rag.extract.parse_pool import parse_texts
 from llama_index_e2rag.extract.spacy_model import PARSE_LOCK, SPACY_MODEL, load_spacy
@@ -81,6 +82,9 @@ class _FragmentBuilder:
         for ref in frames.named:
             if ref is not None:
                 self._mention(ref)
+        for ref in frames.pronoun_refs():
+            if ref.key in self._mentions or ref.key == NARRATOR_KEY:
+                self._mention(ref)  # the person is named in this chunk (or is its narrator)
         for mention in self._mentions.values():
             self._settle(mention)
             for sentence_id in self._grounding[mention.id]:

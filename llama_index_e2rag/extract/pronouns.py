@@ -23,9 +23,13 @@ from llama_index_e2rag.extract.characters import TITLE_WORDS
 from llama_index_e2rag.extract.gender import name_gender
 from llama_index_e2rag.schema import normalize_text
 
-MASCULINE = frozenset("he him himself".split())
-FEMININE = frozenset("she her herself".split())
+MASCULINE = frozenset("he him his himself".split())
+FEMININE = frozenset("she her hers herself".split())
 REFLEXIVE = frozenset("himself herself".split())
+#: The first person outside dialogue: a first-person novel's narrator.
+NARRATOR_WORDS = frozenset("i me my mine myself".split())
+NARRATOR_KEY, NARRATOR_NAME = "narrator", "the narrator"
+_OPENING, _CLOSING, _EITHER = frozenset("“‘«"), frozenset("”’»"), frozenset('"')
 _SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
 _OBJECT_DEPS = frozenset({"dobj", "dative", "iobj", "pobj"})
 
@@ -113,6 +117,27 @@ class Antecedents:
     def resolved(self, tok: Any) -> Optional[Person]:
         """What the pronoun at ``tok`` was read as, in text order (``None``: nobody)."""
         return self._resolved.get(tok.i)
+
+    def occurrences(self) -> list[tuple[int, Person]]:
+        """Every he/his/she/her… the text resolves (token index, person), in text order: each
+        is an occurrence of that person, verb argument or not ("his hat" names him too)."""
+        return sorted(self._resolved.items())
+
+
+def narrator_tokens(doc: Any) -> list[int]:
+    """Indices of I/me/my/mine/myself outside quotation marks: the narrator speaking."""
+    inside, found = False, []
+    for tok in doc:
+        text = tok.text
+        if text in _OPENING or text in ("``",):
+            inside = True
+        elif text in _CLOSING or text in ("''",):
+            inside = False
+        elif text in _EITHER:
+            inside = not inside
+        elif not inside and tok.lower_ in NARRATOR_WORDS:
+            found.append(tok.i)
+    return found
 
 
 def _is_subject(tok: Any) -> bool:
