@@ -15,7 +15,11 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+# Helper modules (scripted_llm, hash_embedding, fault_worker, lightrag_fakes, ...) are imported by
+# bare name from every folder: they live in tests/ and tests/lightrag_ext/, both put on sys.path
+# here (and by the subprocess scripts that need them).
+TESTS_DIR = Path(__file__).resolve().parent
+sys.path[:0] = [str(TESTS_DIR), str(TESTS_DIR / "lightrag_ext")]
 
 from hash_embedding import HashEmbedding  # noqa: E402
 

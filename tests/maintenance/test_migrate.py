@@ -20,7 +20,7 @@ from llama_index_e2rag.persist.ownership import mark
 from llama_index_e2rag.schema import NodeKind
 from test_index import NAMES
 
-LEGACY = Path(__file__).parent / "data" / "store_0_1_0"
+LEGACY = Path(__file__).parents[1] / "data" / "store_0_1_0"
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ of story a question paraphrases outranks the same words elsewhere; a short story
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,7 @@ from llama_index_e2rag import E2RAGIndex
 from llama_index_e2rag.ranking.narrative import NarrativeWeights
 from llama_index_e2rag.context.keys import SIGNALS_KEY
 
-sys.path.insert(0, str(Path(__file__).parent))
-from novel_stories import VARIANTS, build  # noqa: E402
+from novel_stories import VARIANTS, build
 
 #: said once inside the regatta and once in an ordinary chapter, word for word
 TWIN = "Old Mr. Pruett stood by the railings with his hat in his hand and shouted himself hoarse."

@@ -26,12 +26,11 @@ from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.persist.check import full_check, missing_vectors
 from llama_index_e2rag.persist.info import read_struct
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]
 #: Kill at every STRIDE-th write step (1: every step; the closing figures use 1, CI the default).
 STRIDE = int(os.environ.get("E2RAG_FAULT_STRIDE", "2"))
 WORKER = HERE / "fault_worker.py"
-sys.path.insert(0, str(HERE))
-import fault_worker  # noqa: E402
+import fault_worker
 
 
 def load(store: Path) -> E2RAGIndex:

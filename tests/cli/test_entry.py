@@ -182,7 +182,7 @@ def test_demo_command_returns_the_demo_exit_code(
 def test_chrono_store_counts_layers_apart_prints_positions_and_keeps_building(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from test_chrono import HARBOUR, MOUNTAIN, chrono_llm
+    from extract.test_chrono import HARBOUR, MOUNTAIN, chrono_llm
 
     from llama_index_e2rag.cli.store import load_store
     from llama_index_e2rag.schema import NodeKind
@@ -431,7 +431,7 @@ def test_query_explain_and_budget(
 
 
 # -- every failure is one line, never a traceback (issue "nothing lost") --------------------------
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 REPO_DIR = TESTS_DIR.parent
 #: ``e2rag`` as a process, with the deterministic embedding (no model download) and no LLM.
 RUNNER = (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from llama_index_e2rag.app.demo import QUESTIONS, SAMPLE_PATH, TOP_N, run_demo
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NETWORK_MARKER = "E2RAG-TEST-NETWORK-ATTEMPT"
 
 #: Runs before the demo in the child process: any connection attempt (TCP, UDP connect, DNS)

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs process groups and /proc",
 )
 
-REPO_DIR = Path(__file__).resolve().parents[1]
+REPO_DIR = Path(__file__).resolve().parents[2]
 #: Seconds the command may take to exit after SIGINT (measured: well under 2).
 EXIT_BOUND = 10.0
 #: Seconds a stage may take to begin before the test gives up.

@@ -12,7 +12,7 @@ grimp = pytest.importorskip("grimp")
 importlinter_cli = pytest.importorskip("importlinter.cli")
 nx = pytest.importorskip("networkx")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("llama_index_e2rag", "lightrag_ext")
 
 

@@ -16,7 +16,7 @@ import pytest
 from hash_embedding import HashEmbedding
 from llama_index.core import Settings
 from scripted_llm import ScriptedLLM
-from test_cli import RUNNER, _env
+from cli.test_entry import RUNNER, _env
 from test_index import NAMES, SEQUEL, STORY
 
 from llama_index_e2rag.cli.entry import main

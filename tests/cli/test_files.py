@@ -16,7 +16,7 @@ from llama_index_e2rag.cli.entry import main
 from llama_index_e2rag.cli.files import FILES_EXTRA, read_documents
 from llama_index_e2rag.errors import BadDocumentError, MissingExtraError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: format -> (file name, the question, a word of the answer only that file holds)
 BOOKS = {
     "pdf": ("voyage.pdf", "Who sailed at dawn?", "Wexley"),

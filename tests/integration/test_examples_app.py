@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_readme import REPO_DIR, offline_env
+from integration.test_readme import REPO_DIR, offline_env
 
 EXAMPLES = REPO_DIR / "examples"
 ANSWER_LINE = re.compile(r"^1\. \[peter_rabbit\.txt · \d+% through the story\] \S", re.MULTILINE)

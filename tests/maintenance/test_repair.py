@@ -4,13 +4,11 @@ extracted again from docstore.json's chunks."""
 from __future__ import annotations
 
 import sqlite3
-import sys
 from pathlib import Path
 
 from hash_embedding import HashEmbedding
 
-sys.path.insert(0, str(Path(__file__).parent))
-import fault_worker  # noqa: E402
+import fault_worker
 
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.maintenance.repair import documents_from_docstore, repair_store

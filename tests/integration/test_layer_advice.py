@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hash_embedding import HashEmbedding
 from llama_index.core import Document, Settings
-from test_cli import _e2rag
+from cli.test_entry import _e2rag
 
 import llama_index_e2rag
 from llama_index_e2rag import E2RAGIndex

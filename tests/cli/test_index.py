@@ -11,7 +11,7 @@ import pytest
 from hash_embedding import HashEmbedding
 from llama_index.core import Settings
 from scripted_llm import ScriptedLLM
-from test_chrono import HARBOUR, MOUNTAIN, chrono_llm
+from extract.test_chrono import HARBOUR, MOUNTAIN, chrono_llm
 from test_index import NAMES, STORY
 
 from llama_index_e2rag.cli.entry import build_parser, main

@@ -29,7 +29,7 @@ from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.persist.ownership import Kind, inspect, mark
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STORY = Path(llama_index_e2rag.__file__).parent / "data" / "peter_rabbit.txt"
 TEXT = (
     "Peter ran into the garden of Mr. McGregor. Mr. McGregor chased Peter with a rake. "

@@ -29,8 +29,7 @@ from llama_index_e2rag.context.keys import ANCHOR_KEY, SIGNALS_KEY
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.text import count_words
 
-sys.path.insert(0, str(Path(__file__).parent))
-from novel_stories import VARIANTS, Story, build  # noqa: E402
+from novel_stories import VARIANTS, Story, build
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = [v.name for v in VARIANTS]

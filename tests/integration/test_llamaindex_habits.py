@@ -26,7 +26,7 @@ from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.modes import RETRIEVER_MODES
 
 PETER = (
-    Path(__file__).resolve().parents[1] / "llama_index_e2rag" / "data" / "peter_rabbit.txt"
+    Path(__file__).resolve().parents[2] / "llama_index_e2rag" / "data" / "peter_rabbit.txt"
 ).read_text(encoding="utf-8")
 HALF = PETER.index("\n", len(PETER) // 2)
 QUESTION = "Where did Peter lose his shoes?"

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 from llama_index.core import Settings
-from test_visualize import INJECTION, _evidence, _injected_story
+from visualize.test_render import INJECTION, _evidence, _injected_story
 
 from llama_index_e2rag.cli.entry import main
 from llama_index_e2rag.app.demo import SAMPLE_PATH

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from llama_index.core import Document
-from test_chrono import HARBOUR, MOUNTAIN, chrono_llm
+from extract.test_chrono import HARBOUR, MOUNTAIN, chrono_llm
 
 from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
 from llama_index_e2rag.index import E2RAGIndex
@@ -125,7 +125,7 @@ def test_layers_with_links_between_documents_equal_a_build_with_them(
     """Offline (spaCy parse, no LLM): SentGraph's bridges and E²GraphRAG's same-entity links
     join the documents exactly as when the layers were built with them."""
     from llama_index.core import Settings
-    from test_cli import BAND, SONG, WEATHER
+    from cli.test_entry import BAND, SONG, WEATHER
 
     from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
     from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder

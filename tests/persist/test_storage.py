@@ -21,7 +21,7 @@ from llama_index_e2rag.ingest.pipeline import embeddable
 from llama_index_e2rag.persist.storage import E2RAG_DIR, POINTER
 from llama_index_e2rag.schema import NodeKind
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _consistent(index: E2RAGIndex) -> None:
