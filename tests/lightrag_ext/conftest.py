@@ -12,10 +12,9 @@ import pytest
 
 try:
     from lightrag.kg.shared_storage import finalize_share_data
-except ImportError:  # a core-only install: every module of this folder skips, with the reason
-    HAVE_LIGHTRAG = False
+except ImportError:  # a core-only install: tests using these fixtures are marked and skipped
+    pass  # (tests/dependencies.py FIXTURE_NEEDS), modules importing LightRAG skip on import
 else:
-    HAVE_LIGHTRAG = True
     from scripted_llm import ScriptedLLM
 
     from fake_openai import FakeOpenAI
@@ -27,21 +26,6 @@ else:
         stop_workers,
     )
     from server_process import ServerFactory, require_tiktoken_cache
-
-NO_LIGHTRAG = "the LightRAG tests need lightrag-hku: pip install -e '.[lightrag]'"
-
-
-class _SkippedModule(pytest.Module):
-    """A test module that is not imported (it imports LightRAG) and reports one skip."""
-
-    def collect(self) -> Any:
-        pytest.skip(NO_LIGHTRAG, allow_module_level=True)
-
-
-def pytest_pycollect_makemodule(module_path: Path, parent: Any) -> Any:
-    if not HAVE_LIGHTRAG:
-        return _SkippedModule.from_parent(parent, path=module_path)
-    return None
 
 
 @pytest.fixture

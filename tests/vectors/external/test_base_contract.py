@@ -158,6 +158,7 @@ import json, sys
 sys.path.insert(0, {repo!r})
 import numpy as np
 PATH = {path!r}
+DIM = {dim}
 {code}
 from llama_index_e2rag.vectors.external import LlamaIndexVectors
 vectors = LlamaIndexVectors(store, dim={dim}, persist_dir={folder!r})

@@ -1,10 +1,9 @@
 """``E2RAGIndex`` over real llama-index vector stores, end to end: build, persist, close, reopen in
 a NEW PROCESS, retrieve in every mode, delete a document.
 
-Each store is a code snippet (``SPECS``) run here and again in the child process, as a user would
-after a restart. It defines ``store`` (or ``stores``, ``{kind: store}``), ``native_count(live)``
-(the store's own count of what it holds, ``live`` being the store objects the index uses) and
-``close()``. A store whose packages are missing is skipped. Vector search through the index must
+The stores are the specs of ``conftest.SPECS`` that define ``native_count`` (run here and again
+in the child process, as a user would after a restart). A store whose packages are missing is
+skipped (its marker, ``tests/dependencies.py``). Vector search through the index must
 agree with the embedded default vectors (the same cosine top-k; nodes of equal score may come in
 any order, so retrieval modes, which can follow that order, are compared with the same store).
 """
@@ -34,7 +33,9 @@ from llama_index_e2rag.ingest.pipeline import embeddable
 
 from test_index import CHUNK_SIZE, NAMES, SEQUEL, STORY
 
-TESTS = Path(__file__).resolve().parent
+from .conftest import SPECS, Spec, open_spec
+
+TESTS = Path(__file__).resolve().parents[2]
 REPO = TESTS.parent
 DIM = HashEmbedding().dim
 GONE, KEPT = "phantom", "sequel"  # the document deleted in the child, the one kept
@@ -43,112 +44,7 @@ QUERIES = (
     "What did Harry see in the mirror at night?",
     "Who lost his toad on the train?",
 )
-_QDRANT = ("qdrant_client", "llama_index.vector_stores.qdrant")
-
-
-@dataclass(frozen=True)
-class Spec:
-    name: str
-    modules: tuple[str, ...]
-    code: str
-    per_kind: bool = False
-    #: build through ``StorageContext.from_defaults(vector_store=...)`` instead of the kwarg
-    via_storage_context: bool = False
-
-
-SPECS = [
-    Spec(
-        "qdrant",
-        _QDRANT,
-        """
-        from qdrant_client import QdrantClient
-        from llama_index.vector_stores.qdrant import QdrantVectorStore
-        client = QdrantClient(path=PATH + "/qdrant")
-        store = QdrantVectorStore(collection_name="e2rag", client=client)
-        def native_count(live):
-            return client.count("e2rag", exact=True).count
-        def close():
-            client.close()  # local mode: one process per path
-        """,
-    ),
-    Spec(  # one collection per kind, entity and event sharing one
-        "qdrant-per-kind",
-        _QDRANT,
-        """
-        from qdrant_client import QdrantClient
-        from llama_index.vector_stores.qdrant import QdrantVectorStore
-        from llama_index_e2rag.index import EMBEDDED_KINDS
-        client = QdrantClient(path=PATH + "/qdrant")
-        shared = QdrantVectorStore(collection_name="e2rag_entity_event", client=client)
-        stores = {kind.value: QdrantVectorStore(collection_name="e2rag_" + kind.value, client=client)
-                  for kind in EMBEDDED_KINDS}
-        stores.update(entity=shared, event=shared)
-        def native_count(live):
-            names = {s.collection_name for s in live.values()}
-            return sum(client.count(n, exact=True).count for n in names if client.collection_exists(n))
-        def close():
-            client.close()
-        """,
-        per_kind=True,
-    ),
-    Spec(
-        "chroma",
-        ("chromadb", "llama_index.vector_stores.chroma"),
-        """
-        import chromadb
-        from llama_index.vector_stores.chroma import ChromaVectorStore
-        client = chromadb.PersistentClient(path=PATH + "/chroma")
-        collection = client.get_or_create_collection("e2rag", embedding_function=None)
-        store = ChromaVectorStore(chroma_collection=collection)
-        def native_count(live):
-            return collection.count()
-        def close():
-            client.close()
-        """,
-        via_storage_context=True,
-    ),
-    Spec(
-        "lancedb",
-        ("lancedb", "llama_index.vector_stores.lancedb"),
-        """
-        from llama_index.vector_stores.lancedb import LanceDBVectorStore
-        store = LanceDBVectorStore(uri=PATH + "/lance", table_name="e2rag")
-        def native_count(live):
-            return live["all"].table.count_rows()
-        def close():
-            pass
-        """,
-    ),
-    Spec(  # FAISS keeps no ids: the index's persist dir holds the row -> node id map
-        "faiss",
-        ("faiss", "llama_index.vector_stores.faiss"),
-        f"""
-        import faiss
-        from llama_index.vector_stores.faiss import FaissVectorStore
-        store = FaissVectorStore(faiss_index=faiss.IndexFlatIP({DIM}))
-        def native_count(live):
-            return live["all"].client.ntotal  # the persisted index replaced the empty one
-        def close():
-            pass
-        """,
-    ),
-    Spec(
-        "milvus-lite",
-        ("pymilvus", "milvus_lite", "llama_index.vector_stores.milvus"),
-        f"""
-        from llama_index.vector_stores.milvus import MilvusVectorStore
-        uri = PATH + "/milvus.db"
-        store = MilvusVectorStore(uri=uri, collection_name="e2rag", dim={DIM})
-        def native_count(live):
-            rows = store.client.query("e2rag", filter="", output_fields=["count(*)"])
-            return rows[0]["count(*)"]
-        def close():
-            from milvus_lite.server_manager import server_manager_instance
-            store.client.close()
-            server_manager_instance.release_server(uri)  # else its flock bars other processes
-        """,
-    ),
-]
+INDEX_SPECS = [spec.param() for spec in SPECS if spec.counts]
 
 
 # -- shared with the child process (it imports this module) -------------------------------------
@@ -215,14 +111,6 @@ def build(llm: ScriptedLLM, **kwargs: Any) -> E2RAGIndex:
     )
 
 
-def open_spec(spec: Spec, path: Path) -> dict[str, Any]:
-    for module in spec.modules:
-        pytest.importorskip(module)
-    ns: dict[str, Any] = {"PATH": str(path)}
-    exec(textwrap.dedent(spec.code), ns)
-    return ns
-
-
 def store_kwargs(spec: Spec, ns: dict[str, Any]) -> dict[str, Any]:
     if spec.per_kind:
         return {"vector_stores": ns["stores"]}
@@ -235,13 +123,14 @@ _CHILD = """
 import json, sys
 sys.path[:0] = [{repo!r}, {tests!r}]
 PATH = {path!r}
+DIM = {dim}
 {code}
 from hash_embedding import HashEmbedding
 from llama_index.core import StorageContext, load_index_from_storage
 from scripted_llm import ScriptedLLM
 from llama_index_e2rag import E2RAGIndex
-from test_vector_stores import (GONE, NAMES, live_stores, missing_vectors, results_of,
-                                search_of, vector_counts)
+from vectors.external.test_adapter_index import (GONE, NAMES, live_stores, missing_vectors,
+                                                 results_of, search_of, vector_counts)
 
 if {per_kind!r}:
     context, kwargs = StorageContext.from_defaults(persist_dir={persist!r}), dict(vector_stores=stores)
@@ -267,7 +156,7 @@ close()
 
 def run_child(spec: Spec, path: Path, persist_dir: Path) -> dict[str, Any]:
     script = _CHILD.format(
-        repo=str(REPO), tests=str(TESTS), path=str(path), code=textwrap.dedent(spec.code),
+        repo=str(REPO), tests=str(TESTS), path=str(path), code=textwrap.dedent(spec.code), dim=DIM,
         per_kind=spec.per_kind, persist=str(persist_dir),
     )
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -304,11 +193,11 @@ def embedded_cosines() -> dict[str, list[dict[str, float]]]:
     return {kind: [dict(hits) for hits in per_query] for kind, per_query in everything.items()}
 
 
-@pytest.fixture(scope="module", params=SPECS, ids=[s.name for s in SPECS])
+@pytest.fixture(scope="module", params=INDEX_SPECS)
 def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Built:
     spec: Spec = request.param
     path = tmp_path_factory.mktemp(spec.name)
-    ns = open_spec(spec, path)
+    ns = open_spec(spec, path, DIM)
     try:
         index = build(ScriptedLLM(names=NAMES), **store_kwargs(spec, ns))
         persist_dir = path / "index"
@@ -401,14 +290,14 @@ def test_loading_without_the_store_names_it(built: Built) -> None:
 
 # -- stores that cannot work are refused before any LLM call -------------------------------------
 def _faiss_idmap(path: Path) -> Any:
-    faiss = pytest.importorskip("faiss")
+    import faiss
     from llama_index.vector_stores.faiss import FaissVectorStore
 
     return FaissVectorStore(faiss_index=faiss.IndexIDMap(faiss.IndexFlatIP(DIM)))
 
 
 def _faiss_unknown_rows(path: Path) -> Any:
-    faiss = pytest.importorskip("faiss")
+    import faiss
     import numpy as np
     from llama_index.vector_stores.faiss import FaissVectorStore
 
@@ -418,14 +307,12 @@ def _faiss_unknown_rows(path: Path) -> Any:
 
 
 def _lancedb_hybrid(path: Path) -> Any:
-    pytest.importorskip("lancedb")
     from llama_index.vector_stores.lancedb import LanceDBVectorStore
 
     return LanceDBVectorStore(uri=str(path / "lance"), table_name="t", query_type="hybrid")
 
 
 def _qdrant_two_local_clients(path: Path) -> Any:
-    pytest.importorskip("qdrant_client")
     from llama_index.vector_stores.qdrant import QdrantVectorStore
     from qdrant_client import AsyncQdrantClient, QdrantClient
 
@@ -435,7 +322,6 @@ def _qdrant_two_local_clients(path: Path) -> Any:
 
 
 def _qdrant_manhattan(path: Path) -> Any:
-    pytest.importorskip("qdrant_client")
     from llama_index.vector_stores.qdrant import QdrantVectorStore
     from qdrant_client import QdrantClient
     from qdrant_client.http import models as rest
@@ -448,13 +334,15 @@ def _qdrant_manhattan(path: Path) -> Any:
 @pytest.mark.parametrize(
     ("make", "match"),
     [
-        (_faiss_idmap, "IndexIDMap"),
-        (_faiss_unknown_rows, "id map"),
-        (_lancedb_hybrid, "query_type"),
-        (_qdrant_two_local_clients, "local client and aclient"),
-        (_qdrant_manhattan, "Manhattan"),
+        pytest.param(_faiss_idmap, "IndexIDMap", marks=pytest.mark.faiss, id="faiss-idmap"),
+        pytest.param(_faiss_unknown_rows, "id map", marks=pytest.mark.faiss,
+                     id="faiss-unmapped-rows"),
+        pytest.param(_lancedb_hybrid, "query_type", marks=pytest.mark.lancedb, id="lancedb-hybrid"),
+        pytest.param(_qdrant_two_local_clients, "local client and aclient",
+                     marks=pytest.mark.qdrant, id="qdrant-two-local"),
+        pytest.param(_qdrant_manhattan, "Manhattan", marks=pytest.mark.qdrant,
+                     id="qdrant-manhattan"),
     ],
-    ids=["faiss-idmap", "faiss-unmapped-rows", "lancedb-hybrid", "qdrant-two-local", "qdrant-manhattan"],
 )
 def test_unusable_store_is_refused_before_extraction(
     make: Callable[[Path], Any], match: str, tmp_path: Path
@@ -465,9 +353,9 @@ def test_unusable_store_is_refused_before_extraction(
     assert llm.prompts == []
 
 
+@pytest.mark.qdrant
 def test_a_collection_of_another_dimension_is_refused_before_extraction() -> None:
     """The index checks its embedding's dimension against the stores before extraction."""
-    pytest.importorskip("qdrant_client")
     from llama_index.vector_stores.qdrant import QdrantVectorStore
     from qdrant_client import QdrantClient
     from qdrant_client.http import models as rest
@@ -480,8 +368,8 @@ def test_a_collection_of_another_dimension_is_refused_before_extraction() -> Non
     assert client.count("c", exact=True).count == 0 and llm.prompts == []
 
 
+@pytest.mark.qdrant
 def test_per_kind_stores_without_every_kind_cost_no_extraction() -> None:
-    pytest.importorskip("qdrant_client")
     from llama_index.vector_stores.qdrant import QdrantVectorStore
     from qdrant_client import QdrantClient
 
