@@ -85,8 +85,8 @@ NEEDS: dict[str, Need] = {
 
 #: fixture name -> the marker a test using it gets
 FIXTURE_NEEDS: dict[str, str] = {
-    "minilm_embed": "minilm",
-    "spacy_nlp": "spacy",
+    "minilm": "minilm",
+    "nlp": "spacy",
     "postgres_server": "postgres",
     "postgres_env": "postgres",
     "postgres_dsn": "postgres",
@@ -121,6 +121,20 @@ def missing(marker: str) -> Optional[str]:
     if problem is None:
         return None
     return f"needs {need.what} ({problem}): {need.install}"
+
+
+def skip_reason_of_error(error: Optional[BaseException]) -> Optional[str]:
+    """The skip reason when ``error`` was caused (``raise ... from``) by a failed import of an
+    optional dependency that is missing, e.g. the package's ``MissingModelError`` raised because
+    spaCy is not installed; None otherwise."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        reason = skip_reason_of_import(error)
+        if reason:
+            return reason
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def skip_reason_of_import(error: Optional[BaseException]) -> Optional[str]:

@@ -26,11 +26,6 @@ STORY = (
 )
 
 
-@pytest.fixture(scope="module")
-def minilm() -> MiniLMEmbedding:
-    return MiniLMEmbedding()
-
-
 def _chunk(text: str, start: int, score: float, name: str = "garden.txt") -> NodeWithScore:
     node = TextNode(
         text=text,
@@ -142,6 +137,7 @@ def _scored_sentences(pairs: list[tuple[str, float]]) -> list[NodeWithScore]:
     ]
 
 
+@pytest.mark.spacy  # the answer-type cues are parsed by spaCy
 def test_rank_by_score_keeps_the_retriever_order_untouched(minilm):
     """``rank_by="score"`` is the retriever's order as it came; ``auto`` and ``similarity``
     read the question and lead with the sentence that answers it."""
@@ -162,6 +158,7 @@ def test_rank_by_score_keeps_the_retriever_order_untouched(minilm):
         assert "shoes" in str(synth.synthesize(query, nodes)), rank_by
 
 
+@pytest.mark.spacy  # the answer-type cues are parsed by spaCy
 def test_a_sentence_resembling_the_question_does_not_lead_because_it_ranked_first(minilm):
     """Retriever rank 1 repeats the question's words but names no place; the sentence that
     names where leads. The rule, not the sentence: the first answer offers a new place."""
@@ -181,6 +178,7 @@ def test_a_sentence_resembling_the_question_does_not_lead_because_it_ranked_firs
     assert "gooseberry bush" in evidence[0]["text"]
 
 
+@pytest.mark.spacy  # the answer-type cues are parsed by spaCy
 def test_question_words_outweigh_retriever_rank_for_what_questions(minilm):
     """No answer type for "what": the question's rarer words decide with relevance."""
     nodes = _scored_sentences(

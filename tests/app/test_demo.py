@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from llama_index_e2rag.app.demo import QUESTIONS, SAMPLE_PATH, TOP_N, run_demo
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +62,8 @@ def _check_answers(output: str) -> None:
         assert first.startswith("1. ") and all(w in first for w in words), (question, first)
 
 
+@pytest.mark.spacy
+@pytest.mark.minilm
 def test_demo_runs_end_to_end_without_network(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
@@ -76,6 +80,8 @@ def test_demo_runs_end_to_end_without_network(tmp_path):
     _check_answers(result.stdout)
 
 
+@pytest.mark.spacy
+@pytest.mark.minilm
 def test_demo_persists_then_reloads_the_index(tmp_path):
     store = tmp_path / "store"
     first: list[str] = []

@@ -145,6 +145,7 @@ def server(store: Path, tmp_path: Path) -> Iterator[str]:
         assert "Traceback" not in err
 
 
+@pytest.mark.serve  # e2rag serve runs uvicorn
 def test_query_through_a_running_server_prints_what_a_local_query_prints(
     server: str, store: Path, no_llm: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -165,6 +166,7 @@ def test_query_through_a_running_server_prints_what_a_local_query_prints(
     assert [json.dumps(r.json()) for r in together] == [json.dumps(a) for a in alone] * 4
 
 
+@pytest.mark.serve  # e2rag serve runs uvicorn
 def test_query_server_failures_are_one_line(
     server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

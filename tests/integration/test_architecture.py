@@ -1,30 +1,37 @@
 """The layers of DESIGN.md hold in code: import-linter's contracts (``[tool.importlinter]`` in
 pyproject.toml) pass, and no module reaches back to itself through imports, counting imports
-inside functions (grimp sees those; import-linter's layer contract only forbids upward ones)."""
+inside functions (grimp sees those; import-linter's layer contract only forbids upward ones).
+The tests mirror the package (tests/README.md): each test module sits in the folder of the
+package it tests and is named after one of that package's modules."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-grimp = pytest.importorskip("grimp")
-importlinter_cli = pytest.importorskip("importlinter.cli")
-nx = pytest.importorskip("networkx")
+import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("llama_index_e2rag", "lightrag_ext")
+#: grimp and import-linter come with the ``test`` extra, not with the package
+NEEDS_LINTER = "needs import-linter (brings grimp): pip install -e '.[test]'"
+
+
+def _linter(module: str) -> Any:
+    return pytest.importorskip(module, reason=NEEDS_LINTER)
 
 
 def test_the_import_contracts_are_kept(monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
-    code = importlinter_cli.lint_imports(config_filename=str(ROOT / "pyproject.toml"),
+    code = _linter("importlinter.cli").lint_imports(config_filename=str(ROOT / "pyproject.toml"),
                                          no_cache=True)
     assert code == 0, capsys.readouterr().out
 
 
 def _import_graph() -> "nx.DiGraph":
-    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    graph = _linter("grimp").build_graph(*PACKAGES, cache_dir=None)
     edges = nx.DiGraph()
     for module in graph.modules:
         edges.add_node(module)
@@ -49,7 +56,7 @@ def test_the_cycle_check_sees_function_level_imports(tmp_path, monkeypatch):
     (package / "a.py").write_text("from cyclic_pkg import b\n")
     (package / "b.py").write_text("def late():\n    from cyclic_pkg import a\n    return a\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    graph = grimp.build_graph("cyclic_pkg", cache_dir=None)
+    graph = _linter("grimp").build_graph("cyclic_pkg", cache_dir=None)
     assert graph.find_modules_directly_imported_by("cyclic_pkg.b") == {"cyclic_pkg.a"}
 
 
@@ -122,3 +129,64 @@ def explained():
     return E2RAGIndex, RETRIEVERS, layer_workspace
 '''
     assert uncommented_function_imports(source) == [8, 9, 10]
+
+
+# -- the tests' layout ----------------------------------------------------------------------------
+TESTS = ROOT / "tests"
+#: test folders of cross-cutting behaviour (README, examples, faults, offline entry points, ...)
+CROSS_CUTTING = ("integration",)
+#: a test folder -> the package folder it mirrors (any other folder mirrors
+#: llama_index_e2rag/<folder>); benchmarks/ is the evaluation harness, mirrored by folder only
+ROOTS = {"lightrag_ext": ROOT / "lightrag_ext", "benchmarks": ROOT / "benchmarks"}
+
+
+def _mirrored(rel: Path) -> Path:
+    """The package folder a test module's folder mirrors (it may not exist)."""
+    parts = rel.parts[:-1]
+    if parts and parts[0] in ROOTS:
+        return ROOTS[parts[0]].joinpath(*parts[1:])
+    return ROOT.joinpath("llama_index_e2rag", *parts)
+
+
+def _module_names(package: Path) -> set[str]:
+    names = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
+    return {"init" if n == "__init__" else n for n in names}
+
+
+def layout_problems(tests: Path = TESTS) -> list[str]:
+    """Test modules outside the mirror: a folder that mirrors no package folder, or a name
+    ``test_<module>[_<aspect>]`` whose module is not in the mirrored package."""
+    problems = []
+    for test in sorted(tests.rglob("test_*.py")):
+        rel = test.relative_to(tests)
+        if rel.parts[0] in CROSS_CUTTING:
+            continue
+        package = _mirrored(rel)
+        if not (package / "__init__.py").is_file():
+            problems.append(f"{rel}: no package folder {package.relative_to(ROOT)}")
+            continue
+        if rel.parts[0] == "benchmarks":
+            continue
+        stem = test.stem[len("test_"):]
+        if not any(stem == m or stem.startswith(m + "_") for m in _module_names(package)):
+            problems.append(f"{rel}: no module {stem.split('_')[0]}... in {package.relative_to(ROOT)}")
+    return problems
+
+
+def test_every_test_module_mirrors_a_package_module_or_is_cross_cutting() -> None:
+    assert layout_problems() == []
+
+
+def test_the_layout_check_reports_a_stray_test_module(tmp_path: Path) -> None:
+    (tmp_path / "retrievers").mkdir()
+    (tmp_path / "retrievers" / "test_entity_event_anchor.py").write_text("")  # a module's aspect
+    (tmp_path / "retrievers" / "test_telepathy.py").write_text("")  # no such module
+    (tmp_path / "nowhere").mkdir()
+    (tmp_path / "nowhere" / "test_x.py").write_text("")  # no such package folder
+    (tmp_path / "test_flat_thing.py").write_text("")  # a top-level module names no root module
+    (tmp_path / "integration").mkdir()
+    (tmp_path / "integration" / "test_readme.py").write_text("")  # cross-cutting: anywhere
+    problems = layout_problems(tmp_path)
+    assert [p.split(":")[0] for p in problems] == [
+        "nowhere/test_x.py", "retrievers/test_telepathy.py", "test_flat_thing.py"
+    ], problems

@@ -6,12 +6,6 @@ import pytest
 
 from llama_index_e2rag.ranking.answer_types import (
     AnswerType, answer_type, content_lemmas, offers, parse)
-from llama_index_e2rag.extract.grounded import load_spacy
-
-
-@pytest.fixture(scope="module")
-def nlp():
-    return load_spacy()
 
 
 @pytest.mark.parametrize(

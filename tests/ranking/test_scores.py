@@ -44,8 +44,8 @@ TOP = 6
 
 
 @pytest.fixture(scope="module")
-def embed() -> MiniLMEmbedding:
-    return MiniLMEmbedding()
+def embed(minilm: MiniLMEmbedding) -> MiniLMEmbedding:
+    return minilm
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import pytest
 from llama_index.core import Document
 
 from llama_index_e2rag.app.demo import sample_document
-from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.extract.grounded import GroundedExtractor
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.stores.node_embeddings import (
@@ -37,11 +36,6 @@ KEYS = (
     "Clara fed the hungry goats. Anna gave the silver key to Dora."
 )
 GATE = "Anna opened the iron gate with the silver key."
-
-
-@pytest.fixture(scope="module")
-def minilm() -> MiniLMEmbedding:
-    return MiniLMEmbedding()
 
 
 @pytest.fixture(scope="module")

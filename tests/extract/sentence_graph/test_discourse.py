@@ -7,7 +7,6 @@ from typing import Any, Optional
 
 import pytest
 
-from llama_index_e2rag.extract.grounded import load_spacy
 from llama_index_e2rag.extract.sentence_graph.discourse import (
     attach,
     core_scores,
@@ -26,11 +25,6 @@ from llama_index_e2rag.schema import EdgeKind
 
 #: (class, type, cue) of the rst edge between two sentence numbers.
 Relations = dict[tuple[int, int], tuple[str, str, Optional[str]]]
-
-
-@pytest.fixture(scope="module")
-def nlp() -> Any:
-    return load_spacy()
 
 
 def analyse(
