@@ -1,7 +1,8 @@
 """ExtractiveSynthesizer: LLM-free answers made of evidence sentences with story positions.
 
-The answer type rules themselves are in ``test_answer_types.py``; their effect on real retrieved
-evidence (spaCy + MiniLM, FairytaleQA stories) in ``test_extractive_answers.py``.
+The answer type rules themselves are in ``ranking/test_answer_types.py``; their effect on real
+retrieved evidence (spaCy + MiniLM, FairytaleQA stories) in
+``answer/test_extractive_answer_types.py``.
 """
 
 from __future__ import annotations

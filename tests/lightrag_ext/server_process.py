@@ -12,7 +12,7 @@ download at start-up. Run as a script, this module fills the git-ignored ``.cach
 our ``e2rag-lightrag-tiktoken`` (``lightrag_ext.tiktoken_files``) from litellm's wheel, which
 ships both files (``scripts/test.sh`` does so)::
 
-    python tests/lightrag/server_process.py [--wheel litellm-1.109.1-....whl]
+    python tests/lightrag_ext/server_process.py [--wheel litellm-1.109.1-....whl]
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def require_tiktoken_cache() -> Path:
             return directory
     reason = (
         f"tiktoken BPE files missing from {TIKTOKEN_CACHE} "
-        "(fill it with `python tests/lightrag/server_process.py`, as scripts/test.sh does)"
+        "(fill it with `python tests/lightrag_ext/server_process.py`, as scripts/test.sh does)"
     )
     if os.environ.get("CI"):
         pytest.fail(reason)
@@ -134,7 +134,7 @@ class ServerProcess:
         self._client: Optional[httpx.Client] = None
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / ".env").write_text(
-            "# The test environment comes from tests/lightrag/server_process.py.\n"
+            "# The test environment comes from tests/lightrag_ext/server_process.py.\n"
         )
 
     @property

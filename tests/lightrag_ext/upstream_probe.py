@@ -1,7 +1,7 @@
 """Copied as ``conftest.py`` into LightRAG's extracted tests: records, once collection is done,
 which class each test module's ``LightRAG`` really is and where ``lightrag`` / ``lightrag_ext``
-were imported from, so ``test_upstream_suite.py`` can check the run used ``E2LightRAG`` rather
-than trusting the text rewrite alone."""
+were imported from, so ``lightrag_ext/test_rag_upstream_suite.py`` can check the run used
+``E2LightRAG`` rather than trusting the text rewrite alone."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 subgraph, timelines in story order, bounded size, escaping and self-containment.
 
 The graphs are hand-built (two documents, a retrieved passage, its mentions and events), so the
-rules are checked without extraction; ``test_visualize_browser.py`` loads real pages in
+rules are checked without extraction; ``visualize/test_render_browser.py`` loads real pages in
 Chromium and runs the CLI on the real offline default.
 """
 
