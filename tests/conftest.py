@@ -61,6 +61,7 @@ def shared_data() -> Path:
 
 
 # -- optional dependencies ----------------------------------------------------------------------
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers added here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark what a test's fixtures load (so a new test is marked by using them), then skip a
     marked test whose dependency is missing, saying which and how to install it."""
