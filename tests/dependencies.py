@@ -69,9 +69,9 @@ NEEDS: dict[str, Need] = {
     ),
     "serve": Need("FastAPI and uvicorn", ("fastapi", "uvicorn"), "pip install -e '.[serve]'"),
     "files": Need(
-        "the file readers (llama-index-readers-file, EbookLib)",
-        ("llama_index.readers.file", "ebooklib", "html2text", "docx2txt"),
-        "pip install -e '.[files]'",
+        "the file readers (llama-index-readers-file, EbookLib) and python-docx",
+        ("llama_index.readers.file", "pypdf", "ebooklib", "html2text", "docx2txt", "docx"),
+        "pip install -e '.[files]' python-docx",
     ),
     "bench": Need("the benchmark extras", ("matplotlib", "usearch"), "pip install -e '.[bench]'"),
     "qdrant": Need("Qdrant", ("qdrant_client", "llama_index.vector_stores.qdrant"), _STORES),

@@ -250,6 +250,7 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.spacy  # the CLI's offline default parses with spaCy
 def test_sentence_graph_index_show_and_query_print_positions_and_relation_paths(
     offline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -294,6 +295,7 @@ def test_sentence_graph_index_show_and_query_print_positions_and_relation_paths(
     assert 1 <= len([line for line in evidence if line.startswith("[")]) <= 2
 
 
+@pytest.mark.spacy  # the CLI's offline default parses with spaCy
 def test_event_graph_index_timeline_and_query(
     offline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -331,6 +333,7 @@ def test_event_graph_index_timeline_and_query(
     assert evidence and any(line.startswith("    event graph: ") for line in evidence)
 
 
+@pytest.mark.spacy  # the CLI's offline default parses with spaCy
 def test_sentence_graph_added_to_a_store_keeps_its_builders(
     offline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -378,7 +381,9 @@ def test_sentence_graph_added_to_a_store_keeps_its_builders(
     assert DRUMMER in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("mode", ["entity_event", "vector", "grounded"])
+@pytest.mark.parametrize(
+    "mode", ["entity_event", "vector", pytest.param("grounded", marks=pytest.mark.spacy)]
+)
 def test_query_prints_positions_in_every_mode(
     models: ScriptedLLM, books: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
 ) -> None:
