@@ -47,6 +47,16 @@ def _offline_env(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
+@pytest.fixture(scope="module")
+def offline() -> Iterator[None]:
+    """The autouse offline guard is function-scoped; module-scoped indexes need it too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("OPENAI_API_KEY", raising=False)
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("TRANSFORMERS_OFFLINE", "1")
+        yield
+
+
 @pytest.fixture
 def hash_embed() -> HashEmbedding:
     return HashEmbedding()

@@ -67,6 +67,10 @@ NEEDS: dict[str, Need] = {
         "Chromium driven by playwright", ("playwright",),
         "pip install -e '.[test]' and bash .ci/chromium.sh install", _no_chromium, True,
     ),
+    "openai": Need(
+        "the OpenAI integrations", ("openai", "llama_index.llms.openai",
+                                    "llama_index.embeddings.openai"), "pip install -e '.[openai]'",
+    ),
     "serve": Need("FastAPI and uvicorn", ("fastapi", "uvicorn"), "pip install -e '.[serve]'"),
     "files": Need(
         "the file readers (llama-index-readers-file, EbookLib) and python-docx",

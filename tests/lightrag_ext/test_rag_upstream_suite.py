@@ -86,6 +86,7 @@ def _outcomes(junit: Path) -> dict[str, Counter[str]]:
     return per_file
 
 
+@pytest.mark.lightrag
 def test_lightrag_suite_passes_with_e2lightrag(tmp_path: Path) -> None:
     installed = importlib.metadata.version("lightrag-hku")
     assert installed == SUPPORTED_LIGHTRAG_VERSION == LIGHTRAG_VERSION, (

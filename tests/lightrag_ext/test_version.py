@@ -46,6 +46,7 @@ sys.exit(commands.{entry}())
 """
 
 
+@pytest.mark.lightrag  # the console scripts run in a subprocess importing LightRAG
 @pytest.mark.parametrize("entry", ["server", "gunicorn", "backfill"])
 def test_console_scripts_refuse_a_wrong_lightrag_in_one_line(entry: str, tmp_path):
     import subprocess

@@ -6,6 +6,7 @@ finds them by name in the passages of their chunk, so the mention signal works f
 
 from __future__ import annotations
 
+import pytest
 from test_index import make_index
 
 from llama_index_e2rag.retrievers.passage_cache import narrative_state
@@ -32,6 +33,7 @@ def test_llm_mentions_are_placed_in_the_passages_that_name_them() -> None:
         assert (value > 0) == (table.ids[row] in named)
 
 
+@pytest.mark.spacy  # the question's answer type is parsed by spaCy (ranking/answer_types)
 def test_narrative_retrieval_works_on_an_llm_graph_and_uses_the_mention_signal() -> None:
     index = make_index()
     weights = NarrativeWeights(lexical=0.0, dense=0.0, mention=1.0, event=0.0, co_event=0.0,

@@ -139,6 +139,8 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return store
 
 
+@pytest.mark.spacy  # demo_store: the CLI's offline default
+@pytest.mark.minilm
 def test_the_cli_page_of_the_demo_story_shows_the_query_and_the_timeline(
     browser: Any, demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -186,6 +188,8 @@ def test_the_cli_page_of_the_demo_story_shows_the_query_and_the_timeline(
     assert all("peter" in text.lower() for text in texts)  # the title page says PETER
 
 
+@pytest.mark.spacy  # demo_store: the CLI's offline default
+@pytest.mark.minilm
 def test_show_html_bad_input_is_one_line_and_writes_nothing(
     demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
