@@ -143,6 +143,7 @@ def test_a_malformed_answer_loses_only_its_segment() -> None:
     assert any(e.role == "related" for e in index.graph_store.edges(EdgeKind.BRIDGE))
 
 
+@pytest.mark.spacy  # the parser is loaded before the LLM settings are checked
 def test_llm_settings_without_a_model_raise_a_one_line_error() -> None:
     with pytest.raises(MissingModelError) as raised:
         build(None, SentenceGraphBuilder(relations="llm"))
