@@ -204,6 +204,8 @@ def novel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("Embedding", True),
     ],
 )
+@pytest.mark.spacy  # the CLI's offline default: spaCy parses, MiniLM embeds
+@pytest.mark.minilm
 def test_ctrl_c_while_building_a_new_store(
     novel: Path, tmp_path: Path, stage: str, whole_group: bool
 ) -> None:
@@ -216,6 +218,8 @@ def test_ctrl_c_while_building_a_new_store(
     assert list(store.parent.iterdir()) == []  # no store, nothing half-saved beside it
 
 
+@pytest.mark.spacy  # the CLI's offline default: spaCy parses, MiniLM embeds
+@pytest.mark.minilm
 def test_ctrl_c_while_adding_layers_leaves_the_store_as_it_was(tmp_path: Path) -> None:
     novel = tmp_path / "novella.txt"  # a shorter book: its store is built first
     novel.write_text(book(12_000), encoding="utf-8")

@@ -51,6 +51,8 @@ def plain_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+@pytest.mark.spacy  # the store is built by the CLI's offline default
+@pytest.mark.minilm
 @pytest.mark.parametrize(("argv", "mode"), CLI_CASES, ids=lambda v: v if isinstance(v, str)
                          else " ".join(v[:1] + v[-1:]))
 def test_the_cli_names_the_index_run_that_adds_the_layer_and_it_works(
