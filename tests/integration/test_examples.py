@@ -36,6 +36,8 @@ def test_the_examples_are_found() -> None:
     assert len(EXAMPLES) >= 2, EXAMPLES
 
 
+@pytest.mark.spacy  # the examples build on the offline default
+@pytest.mark.minilm
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.name)
 def test_the_example_runs_as_written(example: Path, tmp_path: Path) -> None:
     text = example.read_text(encoding="utf-8")

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from integration.test_readme import REPO_DIR, offline_env
 
+#: they run the offline default: spaCy parses, MiniLM embeds
+pytestmark = [pytest.mark.spacy, pytest.mark.minilm]
+
 EXAMPLES = REPO_DIR / "examples"
 ANSWER_LINE = re.compile(r"^1\. \[peter_rabbit\.txt · \d+% through the story\] \S", re.MULTILINE)
 
@@ -43,6 +46,7 @@ def test_existing_app_swaps_the_index_class_and_answers_with_sources(folder: Pat
     assert not list(folder.iterdir())
 
 
+@pytest.mark.qdrant
 def test_vector_store_example_keeps_the_vectors_in_qdrant(folder: Path) -> None:
     out = run_example("vector_store_qdrant.py", folder)
     built = re.search(r"^built: (\d+) vectors in Qdrant collection 'novel'", out, re.M)

@@ -18,6 +18,9 @@ import pytest
 
 from offline_guard import PYTHON, REACH_MARKER, REPO, guarded_env
 
+#: they run the offline default: spaCy parses, MiniLM embeds
+pytestmark = [pytest.mark.spacy, pytest.mark.minilm]
+
 SAMPLE = REPO / "llama_index_e2rag" / "data" / "peter_rabbit.txt"
 QUESTION = "Where did Peter lose his shoes?"
 

@@ -9,6 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+#: they run the offline default: spaCy parses, MiniLM embeds
+pytestmark = [pytest.mark.spacy, pytest.mark.minilm]
+
 REPO_DIR = Path(__file__).resolve().parents[2]
 README = REPO_DIR / "README.md"
 
