@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's Chromium for the browser tests of the story page (tests/test_visualize_browser.py).
+# Debian's Chromium for the browser tests of the story page (tests/visualize/test_render_browser.py).
 #
 #   .ci/chromium.sh install    install Debian's chromium if /usr/bin/chromium is missing
 #                              (as root; otherwise it says so and exits 0)

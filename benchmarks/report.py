@@ -502,7 +502,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
                 f"{_f(imports['target_extra_s'], 1)} s more than `import lightrag`. Both "
                 "packages export lazily, so the second pair is what a user waits for before "
                 "using the class. Neither of our statements imports llama-index (a rule test, "
-                "`tests/lightrag/test_import_cost.py`).", ""]
+                "`tests/lightrag_ext/test_init_import_cost.py`).", ""]
         out += _import_table(imports) + [""]
     out += litbank_section()  # where ``python -m benchmarks litbank`` splices it too
     out += ["## Method", "",

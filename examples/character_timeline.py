@@ -12,7 +12,7 @@ DIR --event-graph`` from a shell), nothing extracted again. The page is one self
 file (open it in any browser), written into a new temporary folder unless ``--page`` names one
 (a file already there is replaced).
 """
-# tested-by: tests/test_examples_app.py
+# tested-by: tests/integration/test_examples_app.py
 
 
 from __future__ import annotations

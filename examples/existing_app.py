@@ -9,7 +9,7 @@ offline default (spaCy graph, MiniLM embeddings) and answers extractively, citin
 story each sentence sits. With a key set (and ``pip install "llama-index-e2rag[openai]"``), the
 same code extracts with gpt-4o-mini and writes answers with it.
 """
-# tested-by: tests/test_examples_app.py
+# tested-by: tests/integration/test_examples_app.py
 
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ reads LightRAG's chunks and its cached per-chunk entity extractions and only run
 (cached in LightRAG's LLM cache, so running this again costs no LLM call). Use any LightRAG LLM
 binding (Ollama, Azure, ...) by passing its functions to ``extend_existing``.
 """
-# tested-by: tests/lightrag/test_example.py
+# tested-by: tests/lightrag_ext/test_backfill_example.py
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Offline as written: Qdrant runs in local mode (a folder, no server) and, without
 and the index's own files go to the persist folder, the vectors to Qdrant; loading passes the
 same vector store again. Everything is written to a fresh temporary folder and removed at the end.
 """
-# tested-by: tests/test_examples_app.py
+# tested-by: tests/integration/test_examples_app.py
 
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""Shared fixtures: offline guards, the deterministic embedding, the shared data folder, and a
-throw-away PostgreSQL server for the ``postgres``-marked tests of any folder."""
+"""Shared fixtures: offline guards, the deterministic embedding, the shared data folder, a
+throw-away PostgreSQL server for the ``postgres``-marked tests of any folder, and the skipping of
+tests whose optional dependency is missing (``dependencies.py``), so a core-only install runs
+what it can and says, per test, what it skipped and how to install it."""
 
 from __future__ import annotations
 
@@ -15,8 +17,20 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+# Helper modules (scripted_llm, hash_embedding, fault_worker, lightrag_fakes, ...) are imported by
+# bare name from every folder: they live in tests/ and tests/lightrag_ext/, both put on sys.path
+# here (and by the subprocess scripts that need them).
+TESTS_DIR = Path(__file__).resolve().parent
+sys.path[:0] = [str(TESTS_DIR), str(TESTS_DIR / "lightrag_ext")]
 
+from dependencies import (  # noqa: E402
+    FIXTURE_NEEDS,
+    NEEDS,
+    missing,
+    pg_bin,
+    skip_reason_of_error,
+    skip_reason_of_import,
+)
 from hash_embedding import HashEmbedding  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -33,6 +47,16 @@ def _offline_env(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
+@pytest.fixture(scope="module")
+def offline() -> Iterator[None]:
+    """The autouse offline guard is function-scoped; module-scoped indexes need it too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("OPENAI_API_KEY", raising=False)
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("TRANSFORMERS_OFFLINE", "1")
+        yield
+
+
 @pytest.fixture
 def hash_embed() -> HashEmbedding:
     return HashEmbedding()
@@ -46,14 +70,74 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+# -- optional dependencies ----------------------------------------------------------------------
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers added here
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what a test's fixtures load (so a new test is marked by using them), then skip a
+    marked test whose dependency is missing, saying which and how to install it."""
+    for item in items:
+        for fixture in item.fixturenames:
+            if fixture in FIXTURE_NEEDS:
+                item.add_marker(FIXTURE_NEEDS[fixture])
+        for name in sorted({m.name for m in item.iter_markers()} & NEEDS.keys()):
+            reason = missing(name)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+                break
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A test that fails because an optional dependency it reached is missing (the error was
+    raised from that import) is reported skipped with the dependency's reason, not failed: a
+    test needing one need not be marked to skip in a core-only install. With every dependency
+    installed nothing is converted."""
+    report = yield
+    if report.failed and call.excinfo is not None and report.when in ("setup", "call"):
+        reason = skip_reason_of_error(call.excinfo.value)
+        if reason:
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {reason}")
+    return report
+
+
+class _Module(pytest.Module):
+    """A test module whose top-level import of an optional dependency fails is skipped with the
+    dependency's reason (any other import error stays an error)."""
+
+    def _getobj(self) -> Any:
+        try:
+            return super()._getobj()
+        except self.CollectError as exc:
+            reason = skip_reason_of_import(exc.__cause__)
+            if reason is None:
+                raise
+            pytest.skip(reason, allow_module_level=True)
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: Any) -> Optional[pytest.Module]:
+    if module_path.name == "__init__.py":
+        return None
+    return _Module.from_parent(parent, path=module_path)
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Any:
+    """The offline default embedding (marks the test ``minilm``)."""
+    from llama_index_e2rag.embeddings import MiniLMEmbedding
+
+    return MiniLMEmbedding()
+
+
+@pytest.fixture(scope="session")
+def nlp() -> Any:
+    """The spaCy pipeline grounded extraction uses (marks the test ``spacy``)."""
+    from llama_index_e2rag.extract.spacy_model import load_spacy
+
+    return load_spacy()
+
+
 # -- PostgreSQL ---------------------------------------------------------------------------------
-def _pg_bin() -> Optional[Path]:
-    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin")):
-        if (candidate / "initdb").exists():
-            return candidate
-    return None
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -67,7 +151,7 @@ def postgres_server() -> Any:
     Skips when PostgreSQL is not installed, unless ``CI=true`` (then it is an error: CI installs
     it with ``.ci/postgres.sh install``).
     """
-    if _pg_bin() is None:
+    if pg_bin() is None:
         reason = "PostgreSQL binaries not found under /usr/lib/postgresql/*/bin"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{reason}; CI must run `.ci/postgres.sh install` first")

@@ -19,11 +19,6 @@ from llama_index_e2rag.embeddings import (
 from llama_index_e2rag.errors import MissingModelError
 
 
-@pytest.fixture(scope="module")
-def minilm() -> MiniLMEmbedding:
-    return MiniLMEmbedding()
-
-
 def cos(a, b) -> float:
     return float(np.dot(a, b))
 

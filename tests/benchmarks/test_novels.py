@@ -79,6 +79,7 @@ def test_configurations_parse_from_json_and_refuse_unknown_weights():
     assert "-anchor" in names and "-anchor -mention" in names
 
 
+@pytest.mark.minilm  # the build subprocess embeds with the offline default
 def test_books_are_built_once_resumed_after_a_kill_and_evaluated_from_the_cache(tmp_path):
     root = _data_root(tmp_path)
     books = sorted(load_literaryqa(root), key=lambda b: b.doc_id)

@@ -3,7 +3,6 @@ each ranks the shipped mode's signals its own way, and only that way."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +15,7 @@ from llama_index_e2rag import E2RAGIndex
 from llama_index_e2rag.retrievers.passage_cache import narrative_state
 from llama_index_e2rag.ranking.narrative import NarrativeWeights
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "retrievers"))
-from novel_stories import VARIANTS, build  # noqa: E402
+from novel_stories import VARIANTS, build
 
 QUESTIONS = (VARIANTS[2].plain_question, VARIANTS[2].after_question,
              "Who wrote a long letter and then tore it up?")

@@ -80,11 +80,6 @@ class RecordingEmbedding(BaseEmbedding):
 
 
 @pytest.fixture(scope="module")
-def minilm(offline: None) -> MiniLMEmbedding:
-    return MiniLMEmbedding()
-
-
-@pytest.fixture(scope="module")
 def recording(minilm: MiniLMEmbedding) -> RecordingEmbedding:
     return RecordingEmbedding(minilm)
 

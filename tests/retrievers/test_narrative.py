@@ -22,7 +22,6 @@ from llama_index.core import Document, StorageContext, load_index_from_storage
 from llama_index.core.schema import NodeWithScore
 
 from llama_index_e2rag.app.demo import sample_document
-from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.retrievers.passage_cache import narrative_state
 from llama_index_e2rag.ranking.anchor import side_cost
@@ -83,11 +82,6 @@ QUESTIONS = {
 
 
 # -- fixtures ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def minilm(offline) -> MiniLMEmbedding:
-    return MiniLMEmbedding()
-
-
 def _greymoor_document() -> Document:
     return Document(text=GREYMOOR, id_="greymoor", metadata={"file_name": "greymoor.txt"})
 

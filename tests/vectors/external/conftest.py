@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import pytest
@@ -24,34 +24,57 @@ DOCS = ("doc-a", "doc-b", "doc 'c\" \\d")  # quotes and a backslash: filters mus
 
 
 # ------------------------------------------------------------------------------------------
-# store specs: a snippet defining ``store`` (from ``PATH``) and ``close()``
+# store specs: the one list of real stores, for the adapter's contract and for the index
 # ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Spec:
+    """A snippet run with ``PATH`` (a folder of its own) and ``DIM`` defined, here and again in a
+    child process ("reopen" means what a user gets after a restart). It defines ``store`` (or,
+    ``per_kind``, ``stores``: ``{kind: store}``) and ``close()``; with ``native_count(live)`` (the
+    store's own count of what it holds, ``live`` being the store objects in use) the index tests
+    (``test_adapter_index.py``) run it too."""
+
     name: str
     modules: tuple[str, ...]
     code: str
+    #: the marker of the store's optional dependency (``tests/dependencies.py``)
+    marker: Optional[str] = None
     file_based: bool = True
+    per_kind: bool = False
+    #: the index gets it through ``StorageContext.from_defaults(vector_store=...)``
+    via_storage_context: bool = False
+
+    @property
+    def counts(self) -> bool:
+        return "def native_count" in self.code
+
+    def param(self) -> Any:
+        marks = [getattr(pytest.mark, self.marker)] if self.marker else []
+        return pytest.param(self, marks=marks, id=self.name)
 
 
+_QDRANT = ("qdrant_client", "llama_index.vector_stores.qdrant")
 SPECS = [
     Spec(
-        "qdrant-sync",
-        ("qdrant_client", "llama_index.vector_stores.qdrant"),
+        "qdrant",
+        _QDRANT,
         """
         from qdrant_client import QdrantClient
         from llama_index.vector_stores.qdrant import QdrantVectorStore
         client = QdrantClient(path=PATH + "/qdrant")
         store = QdrantVectorStore(collection_name="e2rag", client=client)
+        def native_count(live):
+            return client.count("e2rag", exact=True).count
         def close():
-            client.close()
+            client.close()  # local mode: one process per path
         """,
+        "qdrant",
     ),
     Spec(
         "qdrant-async",
-        ("qdrant_client", "llama_index.vector_stores.qdrant"),
+        _QDRANT,
         """
         from qdrant_client import AsyncQdrantClient
         from llama_index.vector_stores.qdrant import QdrantVectorStore
@@ -61,10 +84,11 @@ SPECS = [
             from llama_index_e2rag.vectors.external.aio import on_io_loop
             on_io_loop(aclient.close())
         """,
+        "qdrant",
     ),
     Spec(
         "qdrant-memory",
-        ("qdrant_client", "llama_index.vector_stores.qdrant"),
+        _QDRANT,
         """
         from qdrant_client import QdrantClient
         from llama_index.vector_stores.qdrant import QdrantVectorStore
@@ -73,7 +97,29 @@ SPECS = [
         def close():
             client.close()
         """,
+        "qdrant",
         file_based=False,
+    ),
+    Spec(  # one collection per kind, entity and event sharing one
+        "qdrant-per-kind",
+        _QDRANT,
+        """
+        from qdrant_client import QdrantClient
+        from llama_index.vector_stores.qdrant import QdrantVectorStore
+        from llama_index_e2rag.index import EMBEDDED_KINDS
+        client = QdrantClient(path=PATH + "/qdrant")
+        shared = QdrantVectorStore(collection_name="e2rag_entity_event", client=client)
+        stores = {kind.value: QdrantVectorStore(collection_name="e2rag_" + kind.value, client=client)
+                  for kind in EMBEDDED_KINDS}
+        stores.update(entity=shared, event=shared)
+        def native_count(live):
+            names = {s.collection_name for s in live.values()}
+            return sum(client.count(n, exact=True).count for n in names if client.collection_exists(n))
+        def close():
+            client.close()
+        """,
+        "qdrant",
+        per_kind=True,
     ),
     Spec(  # no special case in the adapter: the generic llama-index path
         "simple",
@@ -95,9 +141,13 @@ SPECS = [
         # embedding_function=None: chroma must never fetch its default ONNX model
         collection = client.get_or_create_collection("e2rag", embedding_function=None)
         store = ChromaVectorStore(chroma_collection=collection)
+        def native_count(live):
+            return collection.count()
         def close():
-            pass
+            client.close()
         """,
+        "chroma",
+        via_storage_context=True,
     ),
     Spec(
         "lancedb",
@@ -105,46 +155,56 @@ SPECS = [
         """
         from llama_index.vector_stores.lancedb import LanceDBVectorStore
         store = LanceDBVectorStore(uri=PATH + "/lance", table_name="e2rag")
+        def native_count(live):
+            return live["all"].table.count_rows()
         def close():
             pass
         """,
+        "lancedb",
     ),
-    Spec(
+    Spec(  # FAISS keeps no ids: the persist dir holds the row -> node id map; L2 on purpose
         "faiss",
         ("faiss", "llama_index.vector_stores.faiss"),
-        f"""
+        """
         import faiss
         from llama_index.vector_stores.faiss import FaissVectorStore
-        store = FaissVectorStore(faiss_index=faiss.IndexFlatL2({DIM}))
+        store = FaissVectorStore(faiss_index=faiss.IndexFlatL2(DIM))
+        def native_count(live):
+            return live["all"].client.ntotal  # the persisted index replaced the empty one
         def close():
             pass
         """,
+        "faiss",
     ),
     Spec(
         "milvus",
         ("pymilvus", "milvus_lite", "llama_index.vector_stores.milvus"),
-        f"""
+        """
         from llama_index.vector_stores.milvus import MilvusVectorStore
         uri = PATH + "/milvus.db"
-        store = MilvusVectorStore(uri=uri, collection_name="e2rag", dim={DIM})
+        store = MilvusVectorStore(uri=uri, collection_name="e2rag", dim=DIM)
+        def native_count(live):
+            rows = store.client.query("e2rag", filter="", output_fields=["count(*)"])
+            return rows[0]["count(*)"]
         def close():
             from milvus_lite.server_manager import server_manager_instance
             store.client.close()
-            server_manager_instance.release_server(uri)
+            server_manager_instance.release_server(uri)  # else its flock bars other processes
         """,
+        "milvus",
     ),
 ]
 
 
-def open_spec(spec: Spec, path: Path) -> dict[str, Any]:
+def open_spec(spec: Spec, path: Path, dim: int = DIM) -> dict[str, Any]:
     for module in spec.modules:
         pytest.importorskip(module)
-    ns: dict[str, Any] = {"PATH": str(path)}
+    ns: dict[str, Any] = {"PATH": str(path), "DIM": dim}
     exec(textwrap.dedent(spec.code), ns)
     return ns
 
 
-@pytest.fixture(params=SPECS, ids=[s.name for s in SPECS])
+@pytest.fixture(params=[s.param() for s in SPECS if not s.per_kind])
 def spec(request) -> Spec:
     return request.param
 
