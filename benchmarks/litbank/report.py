@@ -108,7 +108,7 @@ def _definitions() -> list[str]:
         "spaCy extraction, MiniLM, no LLM) with `EventGraphBuilder`, whose fused entities "
         "`e2rag timeline` reads (the other optional layers add no mention or event and are "
         "not built): every occurrence of every mention node is a mention, its fused "
-        "entity its chain, each event's verb a trigger. Baselines on one spaCy parse (the "
+        "entity its chain, each realis event's verb a trigger. Baselines on one spaCy parse (the "
         "project's model): `spacy-ner` (entity spans, each alone), `exact-name` (those spans "
         "chained by identical name and type), `name+pronoun` (plus he/him/his/himself and "
         "she/her/hers/herself as PER mentions joined to the nearest preceding PERSON name whose "

@@ -70,7 +70,7 @@ def _embed_model() -> Any:
 def project(text: str, doc: Any = None) -> Prediction:
     """The offline default (grounded extraction, MiniLM, no LLM) with E²GraphRAG's entity
     layer, which ``e2rag timeline`` reads: every occurrence of every mention node, its type,
-    its fused entity as chain; the events' verbs as triggers; names resolved as the timeline
+    its fused entity as chain; the realis events' verbs as triggers; names resolved as the timeline
     resolves them."""
     from llama_index.core import Document
 
@@ -91,6 +91,8 @@ def project(text: str, doc: Any = None) -> Prediction:
             mentions.setdefault((start, end, kind), PredictedMention(start, end, kind, chain))
     events = []
     for node in graph.nodes(NodeKind.EVENT, "work"):
+        if node.attrs.get("realis") is False:
+            continue  # an event node the parse keeps for retrieval, not told as happening
         start = node.pos[1]
         events.append((start, start + len(str(node.attrs.get("verb", "")))))
     return Prediction(sorted(mentions.values(), key=lambda m: (m.start, m.end)), events,

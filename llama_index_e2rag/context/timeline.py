@@ -102,7 +102,9 @@ def entity_timeline(graph: GraphStore, name: str, *, doc_id: str | None = None) 
                 entries.setdefault(mention.id, _mention_entry(mention, positions))
         for edge in graph.edges_of(entity.id, [EdgeKind.PARTICIPATES], "out"):
             event = graph.get_node(edge.target)
-            if event is not None and event.kind in _EVENT_KINDS and event.id not in entries:
+            if event is None or event.attrs.get("realis") is False:
+                continue  # the grounded parse's states, wishes and hypotheticals: no course
+            if event.kind in _EVENT_KINDS and event.id not in entries:
                 entries[event.id] = _event_entry(graph, event, member_ids, positions)
     ordered = sorted(entries.values(), key=lambda e: (e.pos, e.node_id))
     return Timeline(entity=_entity(members), entries=tuple(_once(ordered)))

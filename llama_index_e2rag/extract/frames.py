@@ -21,6 +21,7 @@ from llama_index_e2rag.extract.pronouns import (
     narrator_tokens,
     pronoun_gender,
 )
+from llama_index_e2rag.extract.realis import is_realis, quoted_tokens
 from llama_index_e2rag.extract.gender import FEMALE_NAMES, FEMALE_TITLES, MALE_NAMES, MALE_TITLES
 from llama_index_e2rag.schema import normalize_text
 
@@ -131,6 +132,7 @@ class Frame:
     passive: bool = False
     date: Optional[str] = None
     clause: tuple[int, int] = (0, 0)  # token range of the grounded clause
+    realis: bool = False  # told as actually happening (``realis``)
 
 
 class DocFrames:
@@ -148,6 +150,7 @@ class DocFrames:
         for chunk in doc.noun_chunks:
             for tok in chunk:
                 self._span_of_token.setdefault(tok.i, (chunk, ""))
+        self._quoted = quoted_tokens(doc)
         #: every person in text order, and what each he/she stands for
         self._people = Antecedents(doc, self._person_key, _gender_of)
         #: token index -> trimmed token range of its sentence (built when first asked)
@@ -333,6 +336,7 @@ class DocFrames:
                 if role == "AM-TMP" and frame.date is None:
                     frame.date = ref.name
         frame.clause = self._clause(verb)
+        frame.realis = is_realis(verb, frame.negated, self._quoted)
         return frame
 
     def _clause(self, verb: Any) -> tuple[int, int]:

@@ -191,6 +191,7 @@ class _FragmentBuilder:
             "lemma": frame.verb.lemma_.lower(),
             "negated": frame.negated,
             "modality": frame.modality,
+            "realis": frame.realis,
             "aux": frame.aux,
             "voice": "passive" if frame.passive else "active",
             "date": frame.date,

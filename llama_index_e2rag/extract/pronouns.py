@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 
 from llama_index_e2rag.extract.characters import TITLE_WORDS
 from llama_index_e2rag.extract.gender import name_gender
+from llama_index_e2rag.extract.realis import quoted_tokens
 from llama_index_e2rag.schema import normalize_text
 
 MASCULINE = frozenset("he him his himself".split())
@@ -29,7 +30,6 @@ REFLEXIVE = frozenset("himself herself".split())
 #: The first person outside dialogue: a first-person novel's narrator.
 NARRATOR_WORDS = frozenset("i me my mine myself".split())
 NARRATOR_KEY, NARRATOR_NAME = "narrator", "the narrator"
-_OPENING, _CLOSING, _EITHER = frozenset("“‘«"), frozenset("”’»"), frozenset('"')
 _SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
 _OBJECT_DEPS = frozenset({"dobj", "dative", "iobj", "pobj"})
 
@@ -126,18 +126,8 @@ class Antecedents:
 
 def narrator_tokens(doc: Any) -> list[int]:
     """Indices of I/me/my/mine/myself outside quotation marks: the narrator speaking."""
-    inside, found = False, []
-    for tok in doc:
-        text = tok.text
-        if text in _OPENING or text in ("``",):
-            inside = True
-        elif text in _CLOSING or text in ("''",):
-            inside = False
-        elif text in _EITHER:
-            inside = not inside
-        elif not inside and tok.lower_ in NARRATOR_WORDS:
-            found.append(tok.i)
-    return found
+    spoken = quoted_tokens(doc)
+    return [tok.i for tok in doc if tok.lower_ in NARRATOR_WORDS and tok.i not in spoken]
 
 
 def _is_subject(tok: Any) -> bool:

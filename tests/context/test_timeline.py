@@ -349,3 +349,13 @@ def test_a_novels_timeline_reads_chapter_by_chapter() -> None:
     assert len(lines) == len(headings) + len(timeline.entries)
     assert lines[1].split()[:2] == [f"{100 * offsets[0] / len(text):.0f}%", "mention"]
     assert timeline_dict(timeline)["entries"][2]["chapter"] == "Chapter II"
+
+
+def test_an_event_not_told_as_happening_is_no_part_of_the_course() -> None:
+    store = _store(second_doc=False)
+    events = [e.target for e in store.edges_of("ent-h", [EdgeKind.PARTICIPATES], "out")]
+    wished = store.get_node(events[0])
+    wished.attrs["realis"] = False  # as the grounded parse marks "would go", "wanted to go"
+    store.upsert_nodes([wished])
+    ids = _ids(entity_timeline(store, "Hermione Granger"))
+    assert wished.id not in ids and set(events[1:]) <= set(ids)
