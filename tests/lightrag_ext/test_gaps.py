@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lightrag import LightRAG, QueryParam
 
 from lightrag_ext import E2RAG_MODE, E2LightRAG
@@ -14,6 +16,17 @@ from lightrag_ext.storage import LAYER_FORMAT_VERSION
 from lightrag_story import INSERT_KWARGS, LATE_FACET_QUERY, SECOND_STORY, STORY
 
 GAP_LINE = "documents have no event layer"
+
+
+@pytest.fixture(autouse=True)
+def _our_log_reaches_caplog(caplog, monkeypatch) -> None:
+    """caplog reads the root logger; an entry point run earlier in this worker routes our
+    loggers to LightRAG's handlers instead (``logs.attach_to_lightrag_logging`` turns their
+    propagation off), so the lines are caught on the logger itself."""
+    target = logging.getLogger("lightrag_ext.rag")
+    monkeypatch.setattr(target, "propagate", False)
+    monkeypatch.setattr(target, "disabled", False)
+    monkeypatch.setattr(target, "handlers", [*target.handlers, caplog.handler])
 
 
 def _count_scans(rag: E2LightRAG) -> list[str]:
