@@ -219,7 +219,7 @@ class DocFrames:
             Ref(p.key, p.name, "PERSON", self.doc[i].idx, self.doc[i].idx + len(self.doc[i]), i)
             for i, p in self._people.occurrences()
         ]
-        for i in narrator_tokens(self.doc):
+        for i in narrator_tokens(self.doc, self._quoted):
             tok = self.doc[i]
             refs.append(Ref(NARRATOR_KEY, NARRATOR_NAME, "PERSON", tok.idx,
                             tok.idx + len(tok.text), i))

@@ -124,9 +124,10 @@ class Antecedents:
         return sorted(self._resolved.items())
 
 
-def narrator_tokens(doc: Any) -> list[int]:
-    """Indices of I/me/my/mine/myself outside quotation marks: the narrator speaking."""
-    spoken = quoted_tokens(doc)
+def narrator_tokens(doc: Any, spoken: Optional[set[int]] = None) -> list[int]:
+    """Indices of I/me/my/mine/myself outside quotation marks (``spoken``: the quoted tokens,
+    when the caller has them): the narrator speaking."""
+    spoken = quoted_tokens(doc) if spoken is None else spoken
     return [tok.i for tok in doc if tok.lower_ in NARRATOR_WORDS and tok.i not in spoken]
 
 

@@ -21,7 +21,7 @@ from llama_index_e2rag.extract.characters import characters
 from llama_index_e2rag.extract.linking import name_variants
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, Position, normalize_text
-from llama_index_e2rag.context.story_position import StoryPositions, story_map
+from llama_index_e2rag.context.story_position import StoryPositions
 from llama_index_e2rag.context.timeline import entity_timeline
 from llama_index_e2rag.extract.event_graph.entities import fused_entities
 from llama_index_e2rag.visualize.layout import StoryAxis, bin_counts, story_axis
@@ -185,8 +185,8 @@ def collect_page(
 ) -> StoryPage:
     """The page's data: always the overview; the query's subgraph and evidence when a query was
     asked; ``entity``'s timeline when named (``EntityLookupError`` when nothing matches)."""
-    axis = _axis(graph)
     positions = StoryPositions(graph)
+    axis = _axis(graph, positions)
     page = StoryPage(axis=axis, overview=_overview(graph, axis), query=query, mode=mode)
     if query is not None:
         page.evidence = tuple(_clip_evidence(e, positions) for e in evidence)
@@ -201,7 +201,7 @@ def collect_page(
     return page
 
 
-def _axis(graph: GraphStore) -> StoryAxis:
+def _axis(graph: GraphStore, positions: StoryPositions) -> StoryAxis:
     """Documents by doc order, each as long as its chunks reach (or its farthest node)."""
     lengths: dict[str, int] = {}
     for chunk in graph.nodes(NodeKind.CHUNK):
@@ -216,7 +216,7 @@ def _axis(graph: GraphStore) -> StoryAxis:
     axis = story_axis((order, doc_id, lengths[doc_id]) for doc_id, order in orders.items())
     chapters = []
     for doc_id, order in orders.items():
-        found = story_map(graph, doc_id)
+        found = positions.story(doc_id)  # read once for the axis and every position
         if found is not None:
             chapters += [(axis.x((order, start)), label) for start, label in found.headings]
     return replace(axis, chapters=tuple(sorted(chapters)))
