@@ -42,9 +42,9 @@ RANK_TITLES = frozenset(
 )
 #: Forms of address that are not names ("Papa Poirot", "Mademoiselle Cynthia").
 _ADDRESS = frozenset(
-    """papa mama mamma mademoiselle signor signora signorina herr frau fraulein senor senora
-    nurse cousin grandmother grandfather granny grandpapa grandmamma count countess duke duchess
-    baron baroness marquis marchioness superintendent constable""".split()
+    """papa mama mamma mademoiselle demoiselle signor signora signorina herr frau fraulein senor
+    senora nurse cousin grandmother grandfather granny grandpapa grandmamma count countess duke
+    duchess baron baroness marquis marchioness superintendent constable""".split()
 )
 #: Every word read as a title in front of a name.
 TITLE_WORDS = HONORIFICS | RANK_TITLES | _ADDRESS
