@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import multiprocessing
+import gc
 import os
 import re
 import shutil
@@ -494,6 +495,9 @@ def good_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         patch.setattr(Settings, "_embed_model", HashEmbedding())
         store = folder / "store"
         assert main(["index", str(folder / "one.txt"), "--store", str(store), "--quiet"]) == 0
+    # the in-process build's SQLite connections close now (checkpointing their WAL file), not
+    # at a random later collection while a test copies the store (the file vanished mid-copy)
+    gc.collect()
     return store
 
 
