@@ -24,10 +24,12 @@ from lightrag_story import INSERT_KWARGS, SECOND_STORY, STORY
 
 HERE = Path(__file__).resolve().parent
 
-# A second process opening the same working dir (offline stand-ins for the models).
+# A second process opening the same working dir (offline stand-ins for the models). The checkout
+# comes first on its path: tests/ holds a lightrag_ext/ folder of tests, which would otherwise be
+# imported as an empty namespace package before an editable install's finder is asked.
 _OTHER_PROCESS = """
 import asyncio, sys
-sys.path[:0] = [{here!r}, {tests!r}]
+sys.path[:0] = [{repo!r}, {here!r}, {tests!r}]
 from lightrag_fakes import hash_embedding_func, offline_tokenizer
 from lightrag_ext import E2LightRAG
 
@@ -51,7 +53,8 @@ asyncio.run(main())
 
 def _other_process(working_dir: Path) -> str:
     code = _OTHER_PROCESS.format(
-        here=str(HERE), tests=str(HERE.parent), working_dir=str(working_dir)
+        repo=str(HERE.parents[1]), here=str(HERE), tests=str(HERE.parent),
+        working_dir=str(working_dir),
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=HERE
