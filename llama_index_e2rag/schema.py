@@ -25,6 +25,9 @@ Span = Tuple[int, int]
 #: results cite the chunk without a docstore read. Here, at the bottom, because the stores write
 #: it and the context layer reads it.
 CHUNK_NODE_ATTR = "node"
+#: Where a person mention lists the names it is told apart from (two arguments of one verb):
+#: the grounded parse writes it, the characters read it.
+APART_ATTR = "apart"
 
 
 class NodeKind(str, Enum):
@@ -132,6 +135,12 @@ class GraphEdge(BaseModel):
     def key(self) -> str:
         """Multi-edge key: one edge per kind (and role) between two nodes."""
         return f"{self.kind.value}:{self.role}" if self.role else self.kind.value
+
+
+def name_type(node: GraphNode) -> Optional[str]:
+    """The type a mention's name is read with: a person named by a noun phrase ("his sister",
+    ``attrs["nominal"]``) has no name to match questions, events or other names on."""
+    return "concept" if node.attrs.get("nominal") else node.attrs.get("entity_type")
 
 
 def sort_by_position(nodes: Iterable[GraphNode]) -> list[GraphNode]:

@@ -198,12 +198,19 @@ def _sentence(rng: random.Random, v: Variant, template: str) -> str:
     """One sentence of filler: two of the cast (the family more often) somewhere, doing
     something ordinary."""
     family = [v.father, v.mother, f"{v.heroine} {v.surname}"]
-    a, b = rng.sample([*v.others, *family, *family, v.heroine], 2)
+    cast = [*v.others, *family, *family, v.heroine]
+    a, b = rng.sample(cast, 2)
+    while _person(v, a) == _person(v, b):  # two people, never one by two of her names
+        a, b = rng.sample(cast, 2)
     time = rng.choice(_TIMES)
     return template.format(
         a=a, b=b, place=rng.choice(v.places), obj=rng.choice(_OBJECTS), time=time,
         time_cap=time[0].upper() + time[1:],
     )
+
+
+def _person(v: Variant, name: str) -> str:
+    return v.heroine if name == f"{v.heroine} {v.surname}" else name
 
 
 def _filler(rng: random.Random, v: Variant, words: int) -> list[str]:

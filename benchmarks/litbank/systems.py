@@ -106,9 +106,11 @@ def _spans(node: Any) -> list[Span]:
 
 def _timeline_resolver(graph: Any) -> Callable[[str], Optional[list[Span]]]:
     """``e2rag timeline NAME``'s lookup (``context.timeline.entity_timeline``): the spans of
-    the resolved entity's mentions, or None when the name is unknown or ambiguous."""
+    the resolved entity's mentions (all of them: the timeline shows a sentence once), or None
+    when the name is unknown or ambiguous."""
     from llama_index_e2rag.context.timeline import entity_timeline
     from llama_index_e2rag.errors import EntityLookupError
+    from llama_index_e2rag.schema import EdgeKind, NodeKind
 
     def resolve(name: str) -> Optional[list[Span]]:
         try:
@@ -116,10 +118,11 @@ def _timeline_resolver(graph: Any) -> Callable[[str], Optional[list[Span]]]:
         except EntityLookupError:
             return None
         spans: list[Span] = []
-        for entry in timeline.entries:
-            node = graph.get_node(entry.node_id) if entry.kind == "mention" else None
-            if node is not None:
-                spans += _spans(node)
+        for entity_id in timeline.entity.node_ids:  # every mention, shown as an entry or not
+            for edge in graph.edges_of(entity_id, [EdgeKind.INSTANCE_OF], "in"):
+                node = graph.get_node(edge.source)
+                if node is not None and node.kind == NodeKind.MENTION:
+                    spans += _spans(node)
         return list(dict.fromkeys(spans))
 
     return resolve

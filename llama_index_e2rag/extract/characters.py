@@ -32,7 +32,14 @@ from typing import Iterable, Optional, Sequence
 
 from llama_index_e2rag.extract.gender import name_gender, title_gender
 from llama_index_e2rag.extract.linking import HONORIFICS, PERSON_TYPES
-from llama_index_e2rag.schema import GraphNode, NodeKind, make_id, normalize_text, sort_by_position
+from llama_index_e2rag.schema import (
+    APART_ATTR,
+    GraphNode,
+    NodeKind,
+    make_id,
+    normalize_text,
+    sort_by_position,
+)
 
 #: Titles that name a rank or office: two forms carrying different ones are different people
 #: ("Captain Wentworth" is not "Mr. Wentworth", his brother the curate).
@@ -202,6 +209,18 @@ class Character:
         ranks = self.ranks
         return not (form.ranks and ranks and not form.ranks & ranks)
 
+    def told_apart(self, mentions: Sequence[GraphNode]) -> bool:
+        """Whether the text names ``mentions`` beside a mention of this character as another
+        person: two arguments of one verb ("Mrs. Hale asked Margaret Hale")."""
+        def names(group: Iterable[GraphNode]) -> set[str]:
+            return {normalize_text(m.name or m.text) for m in group}
+
+        def apart(group: Iterable[GraphNode]) -> set[str]:
+            return {normalize_text(n) for m in group for n in m.attrs.get(APART_ATTR, ())}
+
+        mine = names(self.mentions)
+        return bool(apart(mentions) & mine or apart(self.mentions) & names(mentions))
+
     def absorb(self, form: PersonName, mentions: Iterable[GraphNode]) -> "Character":
         if form not in self.forms:
             self.forms.append(form)
@@ -261,7 +280,8 @@ def characters(
     shorts = [pair for pair in ordered if not pair[0].full]
     shorts.sort(key=lambda pair: (not pair[0].titles, sort_by_position(pair[1])[0].pos))
     for form, members in shorts:
-        owners = [c for c in found if not c.candidates and c.owns(form)]
+        owners = [c for c in found if not c.candidates and c.owns(form)
+                  and not c.told_apart(members)]
         if len(owners) == 1:
             owners[0].absorb(form, members)
         elif not owners:

@@ -21,6 +21,7 @@ from llama_index_e2rag.extract.pronouns import (
     narrator_tokens,
     pronoun_gender,
 )
+from llama_index_e2rag.extract.nominals import Nominal, nominals
 from llama_index_e2rag.extract.realis import is_realis, quoted_tokens
 from llama_index_e2rag.extract.gender import FEMALE_NAMES, FEMALE_TITLES, MALE_NAMES, MALE_TITLES
 from llama_index_e2rag.schema import normalize_text
@@ -54,11 +55,16 @@ _EDGE_TRIM_DEPS = frozenset({"cc", "punct", "mark", "preconj"})
 class Ref:
     """An argument after resolution: a mention key, its surface name and where it was found."""
 
-    __slots__ = ("key", "name", "label", "start", "end", "anchor")
+    __slots__ = ("key", "name", "label", "start", "end", "anchor", "nominal")
 
-    def __init__(self, key: str, name: str, label: str, start: int, end: int, anchor: int) -> None:
+    def __init__(
+        self, key: str, name: str, label: str, start: int, end: int, anchor: int,
+        nominal: bool = False,
+    ) -> None:
         self.key, self.name, self.label = key, name, label
         self.start, self.end, self.anchor = start, end, anchor
+        #: a person named by a noun phrase ("his sister") rather than by a name
+        self.nominal = nominal
 
 
 def _gender_of(span: Any) -> Optional[str]:
@@ -153,6 +159,8 @@ class DocFrames:
         self._quoted = quoted_tokens(doc)
         #: every person in text order, and what each he/she stands for
         self._people = Antecedents(doc, self._person_key, _gender_of)
+        #: head token -> the person noun phrase there ("his sister", "the captain")
+        self._nominals = {n.head: self._nominal_ref(n) for n in nominals(doc, self._people)}
         #: token index -> trimmed token range of its sentence (built when first asked)
         self._sentence_range: Optional[dict[int, tuple[int, int]]] = None
         self.frames = [self._frame(tok) for tok in doc if self._is_predicate(tok)]
@@ -182,8 +190,25 @@ class DocFrames:
         core = _strip_leading(span)
         if core.root.pos_ == "PRON" or not normalize_text(core.text):
             return None
+        if core.root.i in self._nominals:
+            return self._nominals[core.root.i]
         key = normalize_text(core.text)
         return Ref(key, _name(core.text), label, core.start_char, core.end_char, core.root.i)
+
+    def _nominal_ref(self, nominal: Nominal) -> Ref:
+        """A person noun phrase as an occurrence of the person it names, else as its own."""
+        phrase = self.doc[nominal.start : nominal.end]  # with its article, as readers mark it
+        start, end = phrase.start_char, phrase.end_char
+        if nominal.person is not None:
+            person = nominal.person
+            return Ref(person.key, person.name, "PERSON", start, end, nominal.head)
+        core = _strip_leading(phrase)
+        return Ref(normalize_text(core.text), _name(core.text), "PERSON", start, end,
+                   nominal.head, nominal=True)
+
+    def nominal_refs(self) -> list[Ref]:
+        """Every person noun phrase, argument or not, in text order (``extract/nominals``)."""
+        return [self._nominals[head] for head in sorted(self._nominals)]
 
     def _resolve(self, tok: Any, frame: Optional[Frame]) -> Optional[Ref]:
         """He/him/she/her(self) -> the person it stands for (``pronouns.Antecedents``)."""

@@ -36,6 +36,7 @@ from llama_index_e2rag.extract.parse_pool import parse_texts
 from llama_index_e2rag.extract.spacy_model import PARSE_LOCK, SPACY_MODEL, load_spacy
 from llama_index_e2rag.extract.statements import statement
 from llama_index_e2rag.schema import (
+    APART_ATTR,
     EdgeKind,
     GraphEdge,
     GraphNode,
@@ -46,6 +47,8 @@ from llama_index_e2rag.schema import (
 
 #: Chunks in one call from which parsing uses worker processes (below, starting them costs more).
 PARALLEL_PARSE_CHUNKS = 64
+#: Verbs whose arguments may be one person under two names (a copula, a naming).
+_NAMING_VERBS = frozenset({"be", "become", "remain", "seem", "call", "name", "christen"})
 #: Nodes of one sentence up to which every pair gets a co_event / co_mention edge; in a longer
 #: one (text without sentence ends) each node is paired with its next ``CO_NEIGHBOURS`` only.
 CO_PAIRS_ALL_UP_TO = 40
@@ -82,9 +85,13 @@ class _FragmentBuilder:
         for ref in frames.named:
             if ref is not None:
                 self._mention(ref)
+        for ref in frames.nominal_refs():
+            if ref.nominal or ref.key in self._mentions:
+                self._mention(ref)  # a person named by what they are, or by a name here
         for ref in frames.pronoun_refs():
             if ref.key in self._mentions or ref.key == NARRATOR_KEY:
                 self._mention(ref)  # the person is named in this chunk (or is its narrator)
+        self._apart(frames)
         for mention in self._mentions.values():
             self._settle(mention)
             for sentence_id in self._grounding[mention.id]:
@@ -154,6 +161,8 @@ class _FragmentBuilder:
                 name=ref.name,
                 attrs={"entity_type": ref.label or "concept", "spans": []},
             )
+            if ref.nominal:
+                node.attrs["nominal"] = True
             self._mentions[ref.key] = node
             self._grounding[node.id] = []
         if span not in node.attrs["spans"]:
@@ -161,6 +170,26 @@ class _FragmentBuilder:
         if sentence is not None and sentence.id not in self._grounding[node.id]:
             self._grounding[node.id].append(sentence.id)
         return node
+
+    def _apart(self, frames: DocFrames) -> None:
+        """Record on each named mention the other names it shares a predicate with
+        ("Mrs. Hale asked Margaret Hale", "Mrs. Hale and Margaret quarrelled"): two arguments
+        of one verb are two people (binding), so the characters never join those names
+        (extract/characters.py). Pronoun arguments are left out: a misread one would part the
+        person from herself."""
+        for frame in frames.frames:
+            if frame.verb.lemma_.lower() in _NAMING_VERBS:
+                continue  # "Mary was Mrs. Cavendish", "they called her Meg": one person
+            named = {
+                ref.key: ref.name for _, ref in frame.args
+                if ref.label and not ref.nominal  # names (the parser types some as ORG, GPE)
+                and frames.doc[ref.anchor].pos_ != "PRON"
+            }
+            for key in named if len(named) > 1 else ():
+                node = self._mentions.get(key)
+                if node is not None:
+                    apart = node.attrs.setdefault(APART_ATTR, [])
+                    apart += [n for k, n in named.items() if k != key and n not in apart]
 
     def _settle(self, mention: GraphNode) -> None:
         """Anchor a mention at its earliest occurrence, which is always its name (a pronoun is

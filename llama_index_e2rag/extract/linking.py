@@ -20,6 +20,7 @@ from llama_index_e2rag.schema import (
     NodeKind,
     Span,
     make_id,
+    name_type,
     normalize_text,
     sort_by_position,
 )
@@ -146,7 +147,7 @@ def bipartite_edges(mentions: Sequence[GraphNode], events: Sequence[GraphNode]) 
     edges = []
     for mention in mentions:
         name = mention.name or mention.text
-        entity_type = mention.attrs.get("entity_type")
+        entity_type = name_type(mention)
         for event in by_chunk.get(mention.chunk_id, []):
             if name_occurs_in(name, match_text[event.id], entity_type):
                 edges.append(
@@ -200,7 +201,7 @@ def _identity_keys(mentions: Sequence[GraphNode]) -> dict[str, str]:
         core, titled = _core_tokens(mention.name or mention.text)
         key = " ".join(core)
         keys[mention.id] = key
-        if len(core) > 1 and _is_person(mention.attrs.get("entity_type"), titled):
+        if len(core) > 1 and _is_person(name_type(mention), titled):
             owners[core[0]].add(key)
             owners[core[-1]].add(key)
     for mention_id, key in keys.items():

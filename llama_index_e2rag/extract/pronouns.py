@@ -99,6 +99,10 @@ class Antecedents:
             if child.dep_ in _SUBJECT_DEPS and child.i in self._at
         }
 
+    def at(self, head: int) -> Optional[Person]:
+        """The person whose name (or resolved pronoun) is headed by token ``head``."""
+        return self._at.get(head)
+
     def gender(self, person: Person) -> Optional[str]:
         return person.gender or self._genders.get(person.key)
 

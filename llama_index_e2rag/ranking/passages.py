@@ -20,7 +20,7 @@ import numpy as np
 from llama_index_e2rag.context.story_position import headings as find_headings
 from llama_index_e2rag.ranking.answer_kind import name_kind
 from llama_index_e2rag.ranking.sections import centroid_norms, section_ids
-from llama_index_e2rag.schema import GraphNode, normalize_text
+from llama_index_e2rag.schema import GraphNode, name_type, normalize_text
 
 #: Entity types of mentions that are no character an anchor's region could follow: plain nouns
 #: and the parser's (spaCy's) dates, times and numbers.
@@ -170,9 +170,10 @@ def build_table(
         if not mention.attrs.get("spans"):  # LLM-extracted: every passage of its chunk naming it
             rows |= {r for r in by_chunk.get(mention.chunk_id or "", ()) if f" {name} " in words_of(r)}
         rows_by_name.setdefault(name, set()).update(r for r in rows if r is not None)
-        if mention.attrs.get("entity_type", "named") not in NOT_CHARACTERS:
+        entity_type = name_type(mention) if "entity_type" in mention.attrs else "named"
+        if entity_type not in NOT_CHARACTERS:
             table.named.add(name)
-        kind = name_kind(name, mention.attrs.get("entity_type"))
+        kind = name_kind(name, entity_type)
         if kind is not None:
             found = _written_rows(passages, table, mention, name) if mention.attrs.get(
                 "spans") else {r for r in rows if r is not None}

@@ -7,7 +7,7 @@ from typing import Optional
 import pytest
 
 from llama_index_e2rag.extract.characters import Character, characters, person_name
-from llama_index_e2rag.schema import GraphNode, NodeKind
+from llama_index_e2rag.schema import APART_ATTR, GraphNode, NodeKind
 
 
 def mention(name: str, offset: int, chunk: str = "c0", kind: Optional[str] = "PERSON",
@@ -141,3 +141,28 @@ def test_an_initial_joins_the_one_full_name_it_abbreviates() -> None:
                   mention("Mr. L. Cavendish", 20), mention("Mr. T. Cavendish", 30))
     assert ids(people["Lawrence Cavendish"]) == {"m0", "m20"}
     assert "Mr. T. Cavendish" in people  # no Cavendish named with a T: a person of their own
+
+
+@pytest.mark.parametrize("title", ["Mrs.", "Miss", "Mr."])
+def test_a_short_form_told_apart_from_the_one_it_fits_is_another_person(title: str) -> None:
+    """Rule 3 joins a short form to the one character it fits ("Mrs. Hale" -> Margaret Hale,
+    as "Mrs. Cavendish" is Mary Cavendish), unless the text names the two side by side as two
+    people (two arguments of one verb: "Mrs. Hale asked Margaret Hale")."""
+    given = "Margaret" if title != "Mr." else "Richard"
+    full, short = f"{given} Hale", f"{title} Hale"
+    joined = cast(mention(full, 0), mention(short, 50))
+    assert set(joined) == {full} and len(joined[full].mentions) == 2
+    apart = mention(short, 50)
+    apart.attrs[APART_ATTR] = [full]
+    other = mention(full, 90)
+    other.attrs[APART_ATTR] = [short]
+    for people in (cast(mention(full, 0), apart), cast(other, mention(short, 50))):
+        assert set(people) == {full, short}  # whichever mention says so
+
+
+def test_names_told_apart_from_others_still_join_their_own() -> None:
+    short = mention("Margaret", 50)
+    short.attrs[APART_ATTR] = ["Mr. Hale"]  # "Margaret asked Mr. Hale"
+    people = cast(mention("Margaret Hale", 0), short, mention("Mr. Hale", 80))
+    assert set(people) == {"Margaret Hale", "Mr. Hale"} and ids(people["Margaret Hale"]) == {
+        "m0", "m50"}

@@ -12,7 +12,7 @@ from llama_index_e2rag.extract.base import DOC_ORDER_KEY, pop_graph
 from llama_index_e2rag.extract.grounded import GroundedExtractor, load_spacy, parse_query
 from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.extract.pronouns import FEMININE, MASCULINE
-from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
+from llama_index_e2rag.schema import APART_ATTR, EdgeKind, GraphEdge, GraphNode, NodeKind
 
 ROLES = {"A0", "A1", "A2", "AM-TMP", "AM-LOC"}
 
@@ -373,3 +373,18 @@ def test_worker_processes_start_only_for_many_chunks(monkeypatch) -> None:
 
     monkeypatch.setattr(multiprocessing, "get_start_method", lambda: "spawn")
     assert auto._workers(["a text"] * 1000) == 1  # the caller's script may lack a main guard
+
+
+def test_two_people_named_as_arguments_of_one_verb_are_told_apart(extractor):
+    """Each person mention lists the names it shares a predicate with (extract/characters.py
+    never joins them); a pronoun argument tells nothing (a misread one would part a person from
+    herself)."""
+    text = ("Mrs. Hale asked Margaret Hale for the key. Margaret Hale and Dixon walked home. "
+            "She thanked Mr. Hale. Mary was Mrs. Cavendish.")
+    nodes, _ = extract(extractor, make_chunk(text))
+    apart = {n.name: set(n.attrs.get(APART_ATTR, ())) for n in nodes if n.kind == NodeKind.MENTION}
+    assert apart["Mrs. Hale"] == {"Margaret Hale"}
+    assert apart["Margaret Hale"] == {"Mrs. Hale", "Dixon"}
+    assert apart["Dixon"] == {"Margaret Hale"}
+    assert apart["Mr. Hale"] == set()  # "She" is no name
+    assert apart["Mary"] == apart["Mrs. Cavendish"] == set()  # a copula: one person, two names

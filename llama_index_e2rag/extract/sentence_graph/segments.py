@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Seq
 from llama_index_e2rag.extract.base import span_nodes
 from llama_index_e2rag.extract.linking import locate_name, name_occurs_in
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.schema import GraphNode, NodeKind, Span, make_id, normalize_text
+from llama_index_e2rag.schema import GraphNode, NodeKind, Span, make_id, name_type, normalize_text
 from llama_index_e2rag.text import paragraph_spans, split_sentences
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def staged_mention_entities(
     alone would make "Marie Curie" a mention of "Pierre Curie").
     """
     mentions = [
-        m for m in graph.nodes(NodeKind.MENTION, doc_id) if _is_named(m.attrs.get("entity_type"))
+        m for m in graph.nodes(NodeKind.MENTION, doc_id) if _is_named(name_type(m))
     ]
     if not mentions:
         return None
