@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from llama_index_e2rag.context.keys import SOURCE_NAME_KEYS
 from llama_index_e2rag.schema import CHUNK_NODE_ATTR, NodeKind
@@ -34,6 +34,11 @@ _HEADING = re.compile(
     r"[ \t]*(?:[.:\-\u2014][^\r\n]{0,70})?[ \t\r]*$",
     re.IGNORECASE | re.MULTILINE,
 )
+
+
+#: Characters between two headings of a table of contents at most (a title line and a blank
+#: line each); a chapter is longer than this.
+CONTENTS_GAP = 200
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,24 @@ def headings(text: str, base: int = 0) -> list[tuple[int, str]]:
     ]
 
 
+def without_contents(found: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
+    """``found`` (in text order) without a table of contents: two neighbouring headings within
+    ``CONTENTS_GAP`` characters whose labels both come again later list chapters rather than
+    begin them (a book's "CHAPTER I. ... CHAPTER XIII." at its start; "BOOK TWO" right before
+    its "CHAPTER I." is a beginning)."""
+    last = {label: i for i, (_, label) in enumerate(found)}
+    again = [last[label] > i for i, (_, label) in enumerate(found)]
+
+    def listed_with(i: int, j: int) -> bool:
+        return 0 <= j < len(found) and again[j] and abs(found[j][0] - found[i][0]) < CONTENTS_GAP
+
+    return [
+        heading
+        for i, heading in enumerate(found)
+        if not (again[i] and (listed_with(i, i - 1) or listed_with(i, i + 1)))
+    ]
+
+
 def _number_label(number: str) -> str:
     return number.upper() if re.fullmatch(r"[ivxlcdm]+", number, re.IGNORECASE) else (
         number.lower() if number.isdigit() else number.capitalize()
@@ -81,7 +104,7 @@ def story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
     names = (source_name(_chunk_metadata(c), None) for c in chunks)
     return StoryMap(
         length=length,
-        headings=tuple(sorted(found.items())),
+        headings=tuple(without_contents(sorted(found.items()))),
         source=next((name for name in names if name != "document"), None),
     )
 

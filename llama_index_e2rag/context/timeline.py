@@ -35,6 +35,12 @@ from llama_index_e2rag.context.story_position import StoryPositions
 #: Node kinds an entity ``participates`` in: lifted frames/E²RAG events and LLM graph events.
 _EVENT_KINDS = frozenset({NodeKind.EVENT, NodeKind.GRAPH_EVENT})
 _SUGGESTIONS = 5
+#: Entity types a timeline does not name among an event's participants: the parse's other
+#: noun phrases ("great dignity", "his hat") are fused as ``concept`` entities, and a date or a
+#: number is no one who takes part (the event's date is shown as such).
+NOT_PARTICIPANTS = frozenset(
+    {"concept", "date", "time", "cardinal", "ordinal", "quantity", "percent", "money"}
+)
 
 
 @dataclass(frozen=True)
@@ -106,8 +112,39 @@ def entity_timeline(graph: GraphStore, name: str, *, doc_id: str | None = None) 
                 continue  # the grounded parse's states, wishes and hypotheticals: no course
             if event.kind in _EVENT_KINDS and event.id not in entries:
                 entries[event.id] = _event_entry(graph, event, member_ids, positions)
-    ordered = sorted(entries.values(), key=lambda e: (e.pos, e.node_id))
+    told = _told_by_others(graph, list(entries.values()))
+    kept = (e for e in entries.values() if e.node_id not in told)
+    ordered = sorted(kept, key=lambda e: (e.pos, e.node_id))
     return Timeline(entity=_entity(members), entries=tuple(_once(ordered)))
+
+
+def _told_by_others(graph: GraphStore, entries: list[TimelineEntry]) -> set[str]:
+    """Entries another entry already tells: a mention in the sentence of one of the
+    character's events (the event says what the character does there) or of an earlier
+    mention, and an event whose
+    clause lies inside another event's ("the house inhabited by him" inside "He pointed out
+    the house inhabited by him")."""
+    nodes = {node.id: node for node in graph.get_nodes(e.node_id for e in entries)}
+    events = [nodes[e.node_id] for e in entries if e.kind == "event" and e.node_id in nodes]
+    by_events = {event.attrs.get("sentence_id") for event in events} - {None}
+    told: set[str] = set()
+    for entry in sorted(entries, key=lambda e: (e.pos, e.node_id)):
+        sentence = nodes[entry.node_id].attrs.get("sentence_id") if entry.node_id in nodes else None
+        if entry.kind == "mention" and sentence is not None:
+            if sentence in by_events:
+                told.add(entry.node_id)
+            by_events.add(sentence)  # two mentions in one sentence: the sentence once
+    spans: dict[tuple[str, object], list[tuple[int, int]]] = {}
+    for event in events:
+        if event.span:
+            spans.setdefault((event.doc_id, event.attrs.get("sentence_id")), []).append(event.span)
+    for event in events:
+        if event.span and any(
+            other != event.span and other[0] <= event.span[0] and event.span[1] <= other[1]
+            for other in spans[(event.doc_id, event.attrs.get("sentence_id"))]
+        ):
+            told.add(event.id)
+    return told
 
 
 def _once(entries: list[TimelineEntry]) -> list[TimelineEntry]:
@@ -284,7 +321,11 @@ def _event_entry(
         e.source for e in graph.edges_of(event.id, [EdgeKind.PARTICIPATES], "in")
     )
     others = (
-        n.name for n in sort_by_position(sources) if is_fused_entity(n) and n.id not in member_ids
+        n.name
+        for n in sort_by_position(sources)
+        if is_fused_entity(n)
+        and n.id not in member_ids
+        and str(n.attrs.get("entity_type") or "").lower() not in NOT_PARTICIPANTS
     )
     date = event.attrs.get("date")
     return TimelineEntry(
@@ -294,11 +335,22 @@ def _event_entry(
         pos=event.pos,
         position=positions.describe(event.doc_id, event.pos[1]),
         chunk_id=event.chunk_id,
-        text=event.text,
+        text=_clause_with_subject(event),
         date=str(date) if date else None,
         participants=tuple(dict.fromkeys(n for n in others if n)),
         **_chapter(positions, event),
     )
+
+
+def _clause_with_subject(event: GraphNode) -> str:
+    """The event's clause, with the subject it shares with a conjoined verb put in front
+    ("carried himself with great dignity" -> "He carried himself with great dignity"): the
+    parse's statement (extract/statements.py) where it is exactly that subject plus the clause."""
+    clause = _one_line(event.text)
+    statement = _one_line(str(event.attrs.get("statement") or ""))
+    if statement.endswith(" " + clause) and len(statement) > len(clause):
+        return statement
+    return event.text
 
 
 def _one_line(text: str) -> str:

@@ -13,6 +13,7 @@ from llama_index_e2rag.context.story_position import (
     headings,
     source_name,
     story_map,
+    without_contents,
 )
 
 BOOK = (
@@ -120,3 +121,29 @@ def test_source_name_prefers_the_file_name_then_the_id_then_the_order():
     assert source_name({"file_name": "x.txt", "title": "X"}, "id") == "x.txt"
     assert source_name({}, "id") == "id"
     assert source_name({}, None, 2) == "document 2"
+
+
+def _contents_book(titles: list[str], between: str) -> str:
+    """A book opening with a table of contents of ``titles``, ``between`` before its text."""
+    listed = "".join(f"CHAPTER {n}. {t.upper()}\n\n" for n, t in zip(("I", "II", "III"), titles))
+    text = "".join(
+        f"CHAPTER {n}. {t.upper()}\n\n" + f"{t} happened, and the day went on. " * 20 + "\n\n"
+        for n, t in zip(("I", "II", "III"), titles)
+    )
+    return "CONTENTS\n\n" + listed + between + text
+
+
+def test_a_table_of_contents_lists_chapters_without_beginning_them():
+    for between in ("", "PREFACE\n\n" + "A word before the story. " * 30 + "\n\n"):
+        book = _contents_book(["The Letter", "Visitors", "Rain"], between)
+        story = StoryMap(length=len(book), headings=tuple(without_contents(headings(book))))
+        starts = [book.index(f"CHAPTER {n}.", book.index("happened") - 40) for n in ("I",)]
+        assert [label for _, label in story.headings] == ["Chapter I", "Chapter II", "Chapter III"]
+        assert story.headings[0][0] >= starts[0]  # the text's chapter, not the contents' line
+        assert story.chapter_at(book.index("CONTENTS") + 20) is None  # contents, preface: none
+
+
+def test_repeated_labels_far_apart_are_chapters_of_different_books():
+    part = "CHAPTER I.\n\n" + "They walked to the mill. " * 20 + "\n\n"
+    book = "BOOK ONE\n\n" + part + "BOOK TWO\n\n" + part
+    assert without_contents(headings(book)) == headings(book)

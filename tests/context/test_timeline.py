@@ -359,3 +359,62 @@ def test_an_event_not_told_as_happening_is_no_part_of_the_course() -> None:
     store.upsert_nodes([wished])
     ids = _ids(entity_timeline(store, "Hermione Granger"))
     assert wished.id not in ids and set(events[1:]) <= set(ids)
+
+
+def _course(nodes: list[GraphNode], takes_part: list[str]) -> NetworkXGraphStore:
+    """Anna (entity ``ent-a``), her mentions among ``nodes`` and the events she takes part in."""
+    store = NetworkXGraphStore()
+    store.upsert_nodes([*nodes, _entity("ent-a", (0, 0, 0), "Anna Hale", ["Anna"])])
+    mentions = [n.id for n in nodes if n.kind == NodeKind.MENTION and n.text == "Anna"]
+    store.upsert_edges(
+        [_instance(m, "ent-a") for m in mentions] + [_takes_part("ent-a", e) for e in takes_part]
+    )
+    return store
+
+
+def test_an_events_clause_takes_the_subject_it_shares_and_nothing_else() -> None:
+    shares = _node("ev-1", NodeKind.EVENT, (0, 30, 1), "carried herself\nwith dignity", "carry",
+                   statement="She carried herself with dignity")
+    other = _node("ev-2", NodeKind.EVENT, (0, 90, 1), "took out a case, then turned", "take",
+                  statement="She took out a case, then")  # not subject + clause: kept as told
+    bare = _node("ev-3", NodeKind.EVENT, (0, 150, 1), "Anna smiled", "smile")
+    timeline = entity_timeline(_course([shares, other, bare], ["ev-1", "ev-2", "ev-3"]), "Anna")
+    texts = {e.node_id: e.text for e in timeline.entries}
+    assert texts == {"ev-1": "She carried herself with dignity", "ev-2": other.text,
+                     "ev-3": bare.text}
+
+
+def test_participants_are_people_and_places_not_noun_phrases_or_dates() -> None:
+    event = _node("ev", NodeKind.EVENT, (0, 50, 1), "Anna met Tom at noon in Bath", "meet")
+    others = [
+        _node(f"ent-{kind}", NodeKind.ENTITY, (0, 50, 0), name, name, event_graph="entity",
+              entity_type=kind, aliases=[name], mentions=1)
+        for kind, name in (("PERSON", "Tom Hale"), ("GPE", "Bath"), ("concept", "great dignity"),
+                           ("DATE", "noon"), ("person", "Mrs. Hale"))
+    ]
+    store = _course([event, *others], ["ev"])
+    store.upsert_edges([_takes_part(o.id, "ev") for o in others])
+    (entry,) = entity_timeline(store, "Anna").entries
+    assert set(entry.participants) == {"Tom Hale", "Bath", "Mrs. Hale"}
+
+
+def test_a_sentence_is_told_once_by_the_entry_that_says_most() -> None:
+    nodes = [
+        # sentence s1: two mentions and her event; s2: two mentions only; s3: an event whose
+        # clause holds another event's clause (a participle inside its head's clause)
+        _node("m-1", NodeKind.MENTION, (0, 10, 0), "Anna", "Anna", sentence_id="s1"),
+        _node("m-2", NodeKind.MENTION, (0, 20, 0), "Anna", "Anna", sentence_id="s1"),
+        _node("ev-1", NodeKind.EVENT, (0, 12, 1), "Anna waved", "wave", sentence_id="s1"),
+        _node("m-3", NodeKind.MENTION, (0, 60, 0), "Anna", "Anna", sentence_id="s2"),
+        _node("m-4", NodeKind.MENTION, (0, 70, 0), "Anna", "Anna", sentence_id="s2"),
+        _node("ev-2", NodeKind.EVENT, (0, 100, 1), "Anna showed the house built by her father",
+              "show", sentence_id="s3"),
+        _node("ev-3", NodeKind.EVENT, (0, 120, 1), "built by her father", "build",
+              sentence_id="s3"),
+        _node("ev-4", NodeKind.EVENT, (0, 160, 1), "built a wall", "build", sentence_id="s4"),
+    ]
+    spans = {"ev-1": (10, 20), "ev-2": (100, 141), "ev-3": (122, 141), "ev-4": (160, 172)}
+    for node in nodes:
+        node.span = spans.get(node.id)
+    timeline = entity_timeline(_course(nodes, ["ev-1", "ev-2", "ev-3", "ev-4"]), "Anna")
+    assert _ids(timeline) == ["ev-1", "m-3", "ev-2", "ev-4"]
