@@ -90,6 +90,11 @@ class Mark:
     ranks: tuple[int, ...] = ()
     #: The position as the CLI says it (``StoryPositions.describe``).
     where: Optional[str] = None
+    #: A timeline entry's list heading (its chapter, with the document's name when the timeline
+    #: spans several; None before a document's first heading) and its share of the document
+    #: ("42%"): the list reads chapter by chapter, as ``e2rag timeline`` does.
+    chapter: Optional[str] = None
+    share: Optional[str] = None
 
     @property
     def position(self) -> str:
@@ -388,6 +393,7 @@ def _timeline(
     mentions carrying the name, in story order."""
     if fused_entities(graph):
         found = entity_timeline(graph, name)
+        several = len(found.entity.doc_ids) > 1
         marks = [
             Mark(
                 node_id=entry.node_id,
@@ -399,6 +405,8 @@ def _timeline(
                 text=_clip(entry.text, MAX_TITLE_CHARS)
                 + (f" [with {', '.join(entry.participants)}]" if entry.participants else ""),
                 where=entry.position,
+                chapter=_heading(positions, entry.doc_id, entry.chapter, several),
+                share=entry.where,
             )
             for entry in found.entries
         ]
@@ -412,25 +420,42 @@ def _timeline(
     hits = [m for m in mentions if _names_match(name, m)]
     if not hits:
         raise _no_mentions(name, mentions)
-    marks = [
-        Mark(
-            node_id=m.id,
-            kind="mention",
-            lane="mention",
-            x=axis.x(m.pos),
-            pos=m.pos,
-            label=_clip(_mention_name(m), 40),
-            text=_around(str(m.attrs.get("sentence_text") or _node_text(m)), _mention_name(m)),
-            where=positions.describe(m.doc_id, m.pos[1]),
+    several = len({m.doc_id for m in hits}) > 1
+    marks = []
+    for m in sorted(hits, key=lambda m: (m.pos, m.id)):
+        chapter, percent = positions.place(m.doc_id, m.pos[1])
+        marks.append(
+            Mark(
+                node_id=m.id,
+                kind="mention",
+                lane="mention",
+                x=axis.x(m.pos),
+                pos=m.pos,
+                label=_clip(_mention_name(m), 40),
+                text=_around(str(m.attrs.get("sentence_text") or _node_text(m)), _mention_name(m)),
+                where=positions.describe(m.doc_id, m.pos[1]),
+                chapter=_heading(positions, m.doc_id, chapter, several),
+                share=f"{percent:.0f}%" if percent is not None else None,
+            )
         )
-        for m in sorted(hits, key=lambda m: (m.pos, m.id))
-    ]
     return TimelineView(
         name=name,
         source="mentions of this name (build the event graph for fused entities and events)",
         marks=tuple(marks[:MAX_TIMELINE]),
         total=len(marks),
     )
+
+
+def _heading(
+    positions: StoryPositions, doc_id: str, chapter: Optional[str], several: bool
+) -> Optional[str]:
+    """The list heading of an entry in ``chapter`` of ``doc_id``: the chapter, led by the
+    document's name when the timeline spans several documents (their chapters repeat)."""
+    if not several:
+        return chapter
+    story = positions.story(doc_id)
+    source = (story.source if story else None) or doc_id
+    return f"{source} \u00b7 {chapter}" if chapter else source
 
 
 def _names_match(name: str, mention: GraphNode) -> bool:

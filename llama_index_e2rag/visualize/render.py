@@ -62,7 +62,8 @@ ol{padding-left:28px}ol.evidence li{margin:0 0 12px}ol.timeline li{margin:0 0 4p
 .where{color:#56607a;font-size:12px}.kind{display:inline-block;min-width:58px;font-size:12px;
 color:#56607a}.legend span{margin-right:14px;font-size:12px}
 .sw{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:5px}
-p.text{margin:2px 0 0}
+p.text{margin:2px 0 0}h3.chapter{font-size:14px;margin:14px 0 4px;color:#1f2a44;
+border-bottom:1px solid #e3e7ef}ol.timeline .where{display:inline-block;min-width:38px}
 """
 
 _SCRIPT = """
@@ -373,15 +374,44 @@ def _timeline_section(page: StoryPage) -> str:
     parts = _axis_rows(page.axis, 0, 6)
     centres, lanes, bottom = _placed(timeline.marks, 30)
     parts += lanes + [_mark_svg(m, centres[m.node_id]) for m in timeline.marks]
-    entries = "".join(
-        f'<li data-id="{_e(m.node_id)}" data-kind="{_e(m.kind)}" data-pos="{pos_key(m.pos)}">'
-        f'<span class="kind">{_e(m.kind)}</span> <span class="where">{_e(m.position)}</span>'
-        f"<br>{_e(m.text)}</li>"
-        for m in timeline.marks
-    )
     return (
-        f'<section id="timeline"><h2>Timeline of {_e(timeline.name)}</h2>'
-        f'<p class="sub">{_e(timeline.source)}; {timeline.total} entries in story order.</p>'
+        f'<section id="timeline"><h2>Timeline of <span class="name">{_e(timeline.name)}</span>'
+        f'</h2><p class="sub">{_e(timeline.source)}; {timeline.total} entries in story order.</p>'
         f'<svg id="timeline-svg" viewBox="0 0 {WIDTH} {bottom + 4:.0f}" role="img" '
-        f'aria-label="timeline">{"".join(parts)}</svg><ol class="timeline">{entries}</ol></section>'
+        f'aria-label="timeline">{"".join(parts)}</svg>{_timeline_list(timeline.marks)}</section>'
+    )
+
+
+def _timeline_list(marks: Sequence[Mark]) -> str:
+    """The entries chapter by chapter, as ``e2rag timeline`` lists them: a heading, then the
+    chapter's entries (those before the first heading under none), numbered on across
+    chapters."""
+    groups: list[tuple[Optional[str], list[Mark]]] = []
+    for mark in marks:  # story order: a chapter's entries are consecutive
+        if not groups or groups[-1][0] != mark.chapter:
+            groups.append((mark.chapter, []))
+        groups[-1][1].append(mark)
+    parts = []
+    start = 1
+    for chapter, members in groups:
+        heading = f'<h3 class="chapter">{_e(chapter)}</h3>' if chapter else ""
+        named = f' data-chapter="{_e(chapter)}"' if chapter else ""
+        items = "".join(_timeline_item(m) for m in members)
+        parts.append(
+            f'<div class="chapter-entries"{named}>{heading}'
+            f'<ol class="timeline" start="{start}">{items}</ol></div>'
+        )
+        start += len(members)
+    return "".join(parts)
+
+
+def _timeline_item(mark: Mark) -> str:
+    """One entry: its kind, its share of the story, its text (an event's with who else takes
+    part); the hover title has the whole position."""
+    return (
+        f'<li data-id="{_e(mark.node_id)}" data-kind="{_e(mark.kind)}" '
+        f'data-pos="{pos_key(mark.pos)}" title="{_e(mark.position)}">'
+        f'<span class="kind">{_e(mark.kind)}</span> '
+        f'<span class="where">{_e(mark.share or mark.position)}</span> '
+        f'<span class="text">{_e(mark.text)}</span></li>'
     )

@@ -208,6 +208,74 @@ def test_positions_read_as_the_cli_says_them() -> None:
     assert not re.search(r"document \d+, character \d+", html)
 
 
+def _with_chapters(graph: NetworkXGraphStore, starts: dict[int, str]) -> NetworkXGraphStore:
+    """Document "first" as first.txt with a chapter heading opening the chunk at each start."""
+    for start in (0, 100):
+        heading = starts.get(start)
+        text = (heading + "\n" if heading else "") + "x" * (100 - len(heading or "") - 1)
+        meta = {"node": {"metadata": {"file_name": "first.txt"}}}
+        chunk = _chunk("first", 0, start).model_copy(update={"text": text, "attrs": meta})
+        graph.upsert_nodes([chunk])
+    return graph
+
+
+def _timeline_groups(html: str) -> list[tuple[str | None, list[str]]]:
+    """(the group's chapter heading, its entries' ids) for each group of the timeline list."""
+    class Groups(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[tuple[str | None, list[str]]] = []
+            self.heading: list[str] | None = None
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            found = dict(attrs)
+            if tag == "div" and found.get("class") == "chapter-entries":
+                self.found.append((found.get("data-chapter"), []))
+            elif tag == "li" and self.found and "data-pos" in found:
+                self.found[-1][1].append(str(found["data-id"]))
+            elif tag == "h3":
+                self.heading = []
+
+        def handle_data(self, data: str) -> None:
+            if self.heading is not None:
+                self.heading.append(data)
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "h3" and self.heading is not None:  # the heading shows the chapter
+                assert "".join(self.heading) == self.found[-1][0]
+                self.heading = None
+
+    parser = Groups()
+    parser.feed(html[html.index('<section id="timeline">'):])
+    return parser.found
+
+
+def test_the_timeline_lists_its_entries_chapter_by_chapter() -> None:
+    """A heading per chapter and its entries under it, each with its share of the story; those
+    before the first heading under none; with several documents each heading names its
+    document (their chapters may repeat)."""
+    graph = _with_chapters(_story(), {100: "CHAPTER II."})
+    page = collect_page(graph, entity="Anna")
+    assert [(m.chapter, m.share) for m in page.timeline.marks] == [
+        ("first.txt", "5%"), ("first.txt \u00b7 Chapter II", "75%"), ("second", "30%")
+    ]
+    html = render_page(page)
+    assert _timeline_groups(html) == [
+        ("first.txt", ["m-anna1"]), ("first.txt \u00b7 Chapter II", ["m-anna2"]),
+        ("second", ["m-anna3"]),
+    ]
+    graph.delete_doc("second")
+    single = render_page(collect_page(graph, entity="Anna"))
+    assert _timeline_groups(single) == [(None, ["m-anna1"]), ("Chapter II", ["m-anna2"])]
+    assert re.search(r'<span class="where">75%</span> <span class="text">Anna', single)
+
+    fused = _with_chapters(_fused_anna(_story()), {0: "CHAPTER I.", 100: "CHAPTER II."})
+    fused.delete_doc("second")
+    assert _timeline_groups(render_page(collect_page(fused, entity="Anna"))) == [
+        ("Chapter I", ["m-anna1"]), ("Chapter II", ["m-anna2", "e-leave"])
+    ]
+
+
 def test_mentions_of_a_frequent_name_get_their_own_lane() -> None:
     evidence = [
         _evidence(1, "first-c0", (0, 0, 0), (0, 100)),
@@ -241,8 +309,8 @@ def test_the_fallback_timeline_is_the_names_mentions_in_story_order() -> None:
         collect_page(_story(), entity="Ana")
 
 
-def test_with_the_event_graph_the_timeline_is_the_fused_entitys() -> None:
-    graph = _story()
+def _fused_anna(graph: NetworkXGraphStore) -> NetworkXGraphStore:
+    """``graph`` with the event graph's fused entity for Anna of the first document."""
     entity = _node(
         "n-anna",
         NodeKind.ENTITY,
@@ -260,7 +328,11 @@ def test_with_the_event_graph_the_timeline_is_the_fused_entitys() -> None:
     ]
     graph.upsert_nodes([entity])
     graph.upsert_edges(edges)
-    timeline = collect_page(graph, entity="Anna").timeline
+    return graph
+
+
+def test_with_the_event_graph_the_timeline_is_the_fused_entitys() -> None:
+    timeline = collect_page(_fused_anna(_story()), entity="Anna").timeline
     assert timeline is not None
     assert [(m.kind, m.node_id) for m in timeline.marks] == [
         ("mention", "m-anna1"),

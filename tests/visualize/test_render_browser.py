@@ -9,12 +9,14 @@ fails, since ``scripts/test.sh`` installs both (``.ci/chromium.sh``).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 from llama_index.core import Settings
+from novel_stories import VARIANTS, Story, build
 from visualize.test_render import INJECTION, _evidence, _injected_story
 
 from llama_index_e2rag.cli.entry import main
@@ -125,18 +127,33 @@ def test_a_page_with_hostile_book_text_loads_clean_and_shows_its_nodes(
     assert highlighted == ["e-return"]
 
 
-@pytest.fixture(scope="module")
-def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled story indexed on the offline default (spaCy parse, MiniLM embedding)."""
-    folder = tmp_path_factory.mktemp("demo")
-    book = folder / "peter_rabbit.txt"
-    shutil.copy(SAMPLE_PATH, book)
-    store = folder / "store"
+def _index(book: Path, store: Path, *flags: str) -> Path:
+    """``e2rag index`` on the offline default (spaCy parse, MiniLM embedding)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Settings, "_llm", None)
         patch.setattr(Settings, "_embed_model", None)
-        assert main(["index", str(book), "--store", str(store), "--quiet"]) == 0
+        assert main(["index", str(book), "--store", str(store), *flags, "--quiet"]) == 0
     return store
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled story indexed on the offline default."""
+    folder = tmp_path_factory.mktemp("demo")
+    book = folder / "peter_rabbit.txt"
+    shutil.copy(SAMPLE_PATH, book)
+    return _index(book, folder / "store")
+
+
+@pytest.fixture(scope="module")
+def novel_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Story, Path]:
+    """A novel-like story of ours (eight chapters, about 6,000 words: the Hale family and
+    titled others, ``tests/novel_stories.py``) indexed with the event graph."""
+    folder = tmp_path_factory.mktemp("novel")
+    story = build(VARIANTS[0])
+    book = folder / f"{story.variant.name}.txt"
+    book.write_text(story.text, encoding="utf-8")
+    return story, _index(book, folder / "store", "--event-graph")
 
 
 @pytest.mark.spacy  # demo_store: the CLI's offline default
@@ -207,3 +224,108 @@ def test_show_html_bad_input_is_one_line_and_writes_nothing(
         err = capsys.readouterr().err
         assert err.startswith("e2rag: error: ") and err.count("\n") == 1 and message in err
     assert list(tmp_path.iterdir()) == []
+
+
+#: What a form of the heroine's name or a pronoun for her looks like in an entry's text.
+_HER = r"\b(?:{name}|she|her|hers|herself)\b"
+
+
+def _chapter_starts(text: str) -> list[tuple[int, str]]:
+    """(offset, "IV") of each chapter heading of a story of ``novel_stories``, in order."""
+    return [(m.start(), m.group(1)) for m in re.finditer(r"^CHAPTER ([IVXL]+)\.", text, re.M)]
+
+
+@pytest.fixture(scope="module")
+def novel_page(
+    novel_store: tuple[Story, Path], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Story, Path]:
+    """``e2rag show --html --entity`` on the novel, with the name a reader would type for its
+    heroine ("Margaret")."""
+    story, store = novel_store
+    out = tmp_path_factory.mktemp("novel-page") / "novel.html"
+    assert main(["show", "--store", str(store), "--html", str(out), "--entity",
+                 story.variant.heroine]) == 0
+    return story, out
+
+
+def _on_the_novel(test: Any) -> Any:
+    """Marks a test of the novel's page: Chromium, and the CLI's offline default (spaCy,
+    MiniLM) with the event graph for ``novel_store``."""
+    return pytest.mark.chromium(pytest.mark.spacy(pytest.mark.minilm(test)))
+
+
+def _family(story: Story) -> tuple[str, str, str]:
+    v = story.variant
+    return v.father, v.mother, f"{v.heroine} {v.surname}"
+
+
+def _entries(loaded: Loaded) -> list[tuple[str | None, list[tuple[str, str]]]]:
+    """The timeline list: (chapter heading, [(data-pos, text), ...]) per group."""
+    return loaded.page.eval_on_selector_all(
+        "#timeline div.chapter-entries",
+        """els => els.map(g => [g.dataset.chapter || null,
+            Array.from(g.querySelectorAll('li[data-pos]')).map(li => [li.dataset.pos,
+                li.querySelector('.text').textContent])])""",
+    )
+
+
+@_on_the_novel
+def test_a_novels_page_shows_its_chapters_its_people_and_her_course_chapter_by_chapter(
+    browser: Any, novel_page: tuple[Story, Path]
+) -> None:
+    """The page loads clean; the lanes are the story's people under their full names (the
+    father and the daughter apart); the axis labels the chapters in order; the heroine's
+    timeline is titled with her full name and reads in story order under the headings of the
+    chapters its entries fall in."""
+    story, out = novel_page
+    father, _, heroine = family = _family(story)
+    loaded = Loaded(browser, out)
+    page = loaded.page
+    assert loaded.errors == [] and loaded.requests == [loaded.url]
+
+    lanes = [name for (name,) in loaded.attrs("#overview-svg g.character", "data-name")]
+    assert lanes and set(lanes) <= {*family, *story.variant.others}  # people, never a place
+    assert len(set(lanes)) == len(lanes) and {father, heroine} <= set(lanes)
+
+    chapters = _chapter_starts(story.text)
+    assert len(page.query_selector_all("#overview-svg line.chapter")) == len(chapters)
+    labels = page.eval_on_selector_all(
+        "#overview-svg text.chapter-label",
+        "els => els.map(e => [e.getBoundingClientRect().x, e.textContent])",
+    )
+    numerals = [numeral for _, numeral in chapters]
+    assert len(labels) >= 2 and sorted(labels) == labels  # left to right...
+    shown = [numeral for _, numeral in labels]
+    assert [n for n in numerals if n in shown] == shown  # ...in the story's order
+
+    assert page.text_content("#timeline h2 .name") == heroine
+    groups = _entries(loaded)
+    positions = [_pos(pos) for _, members in groups for pos, _ in members]
+    assert len(positions) >= 50 and positions == sorted(positions)
+    assert len(positions) == len(page.query_selector_all("#timeline li[data-pos]"))
+    headings = [chapter for chapter, _ in groups]
+    assert headings == [f"Chapter {n}" for n in numerals if f"Chapter {n}" in headings]
+    assert len(headings) == len(chapters)  # she is in every chapter of this story
+    ends = [start for start, _ in chapters[1:]] + [len(story.text)]
+    bounds = {f"Chapter {n}": (start, end) for (start, n), end in zip(chapters, ends)}
+    for chapter, members in groups:
+        start, end = bounds[chapter]
+        assert all(start <= _pos(pos)[1] < end for pos, _ in members), chapter
+
+
+@_on_the_novel
+def test_a_novels_page_keeps_the_family_apart_and_her_timeline_about_her(
+    browser: Any, novel_page: tuple[Story, Path]
+) -> None:
+    """Father, mother and daughter share a surname and stay three lanes; the daughter's
+    timeline is hers: most entries name her or say "she"/"her" (the others: the events she
+    takes part in told from another's side)."""
+    story, out = novel_page
+    loaded = Loaded(browser, out)
+    lanes = [name for (name,) in loaded.attrs("#overview-svg g.character", "data-name")]
+    assert set(_family(story)) <= set(lanes), lanes
+    texts = [text for _, members in _entries(loaded) for _, text in members]
+    her = re.compile(_HER.format(name=re.escape(story.variant.heroine)), re.IGNORECASE)
+    assert sum(1 for text in texts if her.search(text)) >= 0.8 * len(texts), [
+        text for text in texts if not her.search(text)
+    ]
