@@ -36,6 +36,8 @@ _HEADING = re.compile(
 )
 
 
+#: Where a Project Gutenberg file's story ends and its licence begins.
+_LICENCE = re.compile(r"\*\*\*\s*END OF (?:THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
 #: Characters between two headings of a table of contents at most (a title line and a blank
 #: line each); a chapter is longer than this.
 CONTENTS_GAP = 200
@@ -98,8 +100,15 @@ def story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
     if not chunks:
         return None
     found: dict[int, str] = {}
+    story_end: Optional[int] = None
     for chunk in chunks:
         found.update(headings(chunk.text, chunk.span[0]))  # type: ignore[index]
+        end = _LICENCE.search(chunk.text)
+        if end is not None:
+            at = chunk.span[0] + end.start()  # type: ignore[index]
+            story_end = at if story_end is None else min(story_end, at)
+    if story_end is not None:  # the licence's "Section 1." is no chapter
+        found = {start: label for start, label in found.items() if start < story_end}
     length = max(c.span[1] for c in chunks)  # type: ignore[index]
     names = (source_name(_chunk_metadata(c), None) for c in chunks)
     return StoryMap(

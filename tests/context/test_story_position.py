@@ -147,3 +147,20 @@ def test_repeated_labels_far_apart_are_chapters_of_different_books():
     part = "CHAPTER I.\n\n" + "They walked to the mill. " * 20 + "\n\n"
     book = "BOOK ONE\n\n" + part + "BOOK TWO\n\n" + part
     assert without_contents(headings(book)) == headings(book)
+
+
+def test_a_gutenberg_licence_after_the_story_begins_no_chapter():
+    book = (BOOK + "\n\n*** END OF THE PROJECT GUTENBERG EBOOK THE GARDEN ***\n\n"
+            "Section 1. General Terms of Use\n\nSection 2. Information about the Mission\n")
+    cut = book.index("END OF") - 10  # the marker in the second chunk, as a long book has it
+    graph = NetworkXGraphStore()
+    graph.upsert_nodes(
+        [
+            GraphNode(id=f"c{i}", kind=NodeKind.CHUNK, text=book[a:b], doc_id="book",
+                      pos=(0, a, 0), span=(a, b))
+            for i, (a, b) in enumerate([(0, cut), (cut, len(book))])
+        ]
+    )
+    story = story_map(graph, "book")
+    assert story is not None and story.headings == tuple(headings(BOOK))
+    assert story.chapter_at(len(book) - 5) == headings(BOOK)[-1][1]
