@@ -53,6 +53,9 @@ _ADDRESS = frozenset(
     senora nurse cousin grandmother grandfather granny grandpapa grandmamma count countess duke
     duchess baron baroness marquis marchioness superintendent constable""".split()
 )
+#: Titles of a married and of an unmarried woman: one person never carries both.
+MARRIED = frozenset("mrs madame mme dame signora frau senora".split())
+UNMARRIED = frozenset("miss mademoiselle mlle demoiselle signorina fraulein senorita".split())
 #: Every word read as a title in front of a name.
 TITLE_WORDS = HONORIFICS | RANK_TITLES | _ADDRESS
 _TITLES = TITLE_WORDS
@@ -207,7 +210,9 @@ class Character:
         if form.gender and gender and form.gender != gender:
             return False
         ranks = self.ranks
-        return not (form.ranks and ranks and not form.ranks & ranks)
+        if form.ranks and ranks and not form.ranks & ranks:
+            return False
+        return not _married_and_unmarried({t for f in self.forms for t in f.titles}, form.titles)
 
     def told_apart(self, mentions: Sequence[GraphNode]) -> bool:
         """Whether the text names ``mentions`` beside a mention of this character as another
@@ -297,13 +302,20 @@ def characters(
     return found, rest
 
 
+def _married_and_unmarried(titles: Iterable[str], others: Iterable[str]) -> bool:
+    """A married woman's title on one side and an unmarried one's on the other: Madame
+    Vervelle is not Mademoiselle Vervelle, her daughter (Mrs. Cavendish may be Mary Cavendish)."""
+    mine, theirs = set(titles), set(others)
+    return bool(mine & MARRIED and theirs & UNMARRIED or mine & UNMARRIED and theirs & MARRIED)
+
+
 def _initial(name: PersonName) -> bool:
     return len(name.core[0].rstrip(".")) == 1
 
 
 def _form_key(name: PersonName) -> tuple:
-    """Forms read alike are one form ("Mrs. Smith" and "Mrs Smith")."""
-    return (name.core, name.gender, name.ranks)
+    """Forms read alike are one form ("Mrs. Smith" and "Mrs Smith"; not "Miss Smith")."""
+    return (name.core, name.gender, name.ranks, frozenset(name.titles) & (MARRIED | UNMARRIED))
 
 
 def _may_be_person(mention: GraphNode, text: str) -> bool:

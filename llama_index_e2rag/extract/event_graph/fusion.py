@@ -80,6 +80,11 @@ class Group:
         described = " ".join(self.descriptions)
         return f"{self.name}: {described}" if described else self.name
 
+    @property
+    def nominal(self) -> bool:
+        """A person named by what they are ("the old servant"), not by a name."""
+        return bool(self.mentions) and bool(self.mentions[0].attrs.get("nominal"))
+
     @cached_property
     def parts(self) -> tuple[tuple[str, ...], frozenset[str], bool, Optional[str]]:
         """Core tokens, genders its titles mark ("m"/"f"), whether it is a person's name, and
@@ -124,15 +129,16 @@ def ambiguous_tokens(groups: Sequence[Group]) -> frozenset[str]:
 def in_conflict(a: Group, b: Group, ambiguous: frozenset[str]) -> bool:
     """Whether two names cannot be one entity, whatever their embeddings say (plan §3.3).
 
-    Known types differ; titles of different genders (Mr vs Mrs); two multi-word person names that
+    Known types differ, or one names a person by a noun phrase ("his sister") and the other does
+    not; titles of different genders (Mr vs Mrs); two multi-word person names that
     share a name but not the first one ("Vernon Dursley" / "Petunia Dursley"; disjoint epithets
     such as "the boy who lived" / "Harry Potter" are left to the embeddings); or one is an
     ambiguous single token ("Dursley") and the other a different name (the ambiguous token's own
     forms, "Dursley" / "Mr. Dursley", stay joinable).
     """
     (core_a, gender_a, person_a, type_a), (core_b, gender_b, person_b, type_b) = a.parts, b.parts
-    if not _keys_agree(type_a, type_b):
-        return True
+    if not _keys_agree(type_a, type_b) or a.nominal != b.nominal:
+        return True  # a person named by a noun phrase joins only others ("the old man")
     if gender_a and gender_b and not gender_a & gender_b:
         return True
     if (

@@ -490,3 +490,19 @@ def test_a_batch_links_among_its_own_documents_once_per_pair():
         (c.id, a.id, "c"),
         (c.id, b.id, "c"),
     ]
+
+
+def test_a_person_named_by_a_noun_phrase_fuses_only_with_others_named_so():
+    """A nominal person ("fine portrait-painter") never takes in noun phrases that are no
+    person ("portrait", "family portraits"), however alike their embeddings, and the noun
+    phrases still fuse among themselves."""
+    found = [mention("fine portrait-painter", 0), mention("portrait-painter", 10),
+             mention("portrait", 20, entity_type="concept"),
+             mention("family portraits", 30, entity_type="concept")]
+    for nominal in found[:2]:
+        nominal.attrs["nominal"] = True
+    groups = mention_groups(found)
+    sets = fuse(groups, vectors(4, cos=0.95), THETA, require_name_overlap=False)
+    for nominal in ("fine portrait-painter", "portrait-painter"):
+        assert not any({nominal, "portrait"} <= s for s in names_of(groups, sets))
+    assert together(groups, sets, "portrait", "family portraits")
