@@ -284,9 +284,15 @@ def characters(
     # rules 3-5: titled short forms before bare ones, so "Poirot" finds "Monsieur Poirot"
     shorts = [pair for pair in ordered if not pair[0].full]
     shorts.sort(key=lambda pair: (not pair[0].titles, sort_by_position(pair[1])[0].pos))
+    statuses = _statuses(form for form, _ in shorts)
     for form, members in shorts:
         owners = [c for c in found if not c.candidates and c.owns(form)
                   and not c.told_apart(members)]
+        status = _status(form.titles)
+        if status and len(statuses[form.core]) > 1:
+            # "Madame" and "Mademoiselle Vervelle" both named: mother and daughter, and the
+            # name alone does not tell which one "Virginie Vervelle" is; join only the form's own
+            owners = [c for c in owners if _status(t for f in c.forms for t in f.titles) == status]
         if len(owners) == 1:
             owners[0].absorb(form, members)
         elif not owners:
@@ -305,8 +311,24 @@ def characters(
 def _married_and_unmarried(titles: Iterable[str], others: Iterable[str]) -> bool:
     """A married woman's title on one side and an unmarried one's on the other: Madame
     Vervelle is not Mademoiselle Vervelle, her daughter (Mrs. Cavendish may be Mary Cavendish)."""
-    mine, theirs = set(titles), set(others)
-    return bool(mine & MARRIED and theirs & UNMARRIED or mine & UNMARRIED and theirs & MARRIED)
+    mine, theirs = _status(titles), _status(others)
+    return bool(mine and theirs and mine != theirs)
+
+
+def _status(titles: Iterable[str]) -> Optional[str]:
+    """"married" / "unmarried" from a woman's titles, else None."""
+    found = set(titles)
+    return "married" if found & MARRIED else "unmarried" if found & UNMARRIED else None
+
+
+def _statuses(forms: Iterable[PersonName]) -> dict[tuple[str, ...], set[str]]:
+    """Surname (core) -> the marital titles its short forms carry."""
+    found: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for form in forms:
+        status = _status(form.titles)
+        if status:
+            found[form.core].add(status)
+    return found
 
 
 def _initial(name: PersonName) -> bool:

@@ -171,13 +171,16 @@ def test_names_told_apart_from_others_still_join_their_own() -> None:
 @pytest.mark.parametrize(("married", "unmarried"),
                          [("Mrs.", "Miss"), ("Madame", "Mademoiselle"), ("Signora", "Signorina")])
 def test_a_married_womans_title_never_joins_an_unmarried_ones(married: str, unmarried: str) -> None:
-    """Mother and daughter share the surname and the gender: the daughter's "Miss" form tells
-    them apart, whichever comes first; without it the married form joins the one full name."""
-    for order in ((0, 50, 90), (90, 50, 0)):
+    """Mother and daughter share the surname and the gender. When both titles are used, neither
+    joins the given name by the name alone (which one "Virginie Vervelle" is, the name does not
+    say), and each joins its own forms; with one title only, it joins the one full name."""
+    for order in ((0, 50, 90, 120), (120, 90, 50, 0)):
         people = cast(mention("Virginie Vervelle", order[0]), mention(f"{unmarried} Vervelle",
-                      order[1]), mention(f"{married} Vervelle", order[2]))
-        assert len(people) == 2
-        daughter = next(p for p in people.values() if f"{unmarried} Vervelle" in p.aliases)
-        assert f"{married} Vervelle" not in daughter.aliases
-    joined = cast(mention("Mary Cavendish", 0), mention(f"{married} Cavendish", 50))
-    assert set(joined) == {"Mary Cavendish"}
+                      order[1]), mention(f"{married} Vervelle", order[2]),
+                      mention(f"{married} Vervelle", order[3]))
+        assert len(people) == 3
+        mother = next(p for p in people.values() if f"{married} Vervelle" in p.aliases)
+        assert len(mother.mentions) == 2 and f"{unmarried} Vervelle" not in mother.aliases
+    for title in (married, unmarried):
+        joined = cast(mention("Mary Cavendish", 0), mention(f"{title} Cavendish", 50))
+        assert set(joined) == {"Mary Cavendish"}
