@@ -199,7 +199,8 @@ def build_table(
 def _written_rows(
     passages: Sequence[GraphNode], table: PassageTable, mention: GraphNode, name: str
 ) -> set[int]:
-    """Rows where the mention's own name is written (not a pronoun resolved to it)."""
+    """Rows where the mention's own name is written (not a pronoun resolved to it; a person
+    noun phrase's span holds its article or possessive: "the shepherd" writes "shepherd")."""
     rows = set()
     for start, end in mention.attrs["spans"]:
         row = table.row_of(mention.pos[0], int(start))
@@ -207,7 +208,8 @@ def _written_rows(
             continue
         passage = passages[row]
         begin = passage.span[0] if passage.span else passage.pos[1]
-        if normalize_text(passage.text[int(start) - begin : int(end) - begin]) == name:
+        written = normalize_text(passage.text[int(start) - begin : int(end) - begin])
+        if written == name or written.endswith(" " + name):
             rows.add(row)
     return rows
 
