@@ -49,9 +49,10 @@ RANK_TITLES = frozenset(
 )
 #: Forms of address that are not names ("Papa Poirot", "Mademoiselle Cynthia").
 _ADDRESS = frozenset(
-    """papa mama mamma mademoiselle demoiselle signor signora signorina herr frau fraulein senor
-    senora nurse cousin grandmother grandfather granny grandpapa grandmamma count countess duke
-    duchess baron baroness marquis marchioness superintendent constable""".split()
+    """papa mama mamma mademoiselle demoiselle signor signore signora signorina herr frau
+    fraulein senor senora senorita nurse cousin grandmother grandfather granny grandpapa
+    grandmamma count countess duke duchess baron baroness marquis marchioness superintendent
+    constable""".split()
 )
 #: Titles of a married and of an unmarried woman: one person never carries both.
 MARRIED = frozenset("mrs madame mme dame signora frau senora".split())

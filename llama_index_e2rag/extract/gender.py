@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 MALE_TITLES = frozenset(
-    "mr mister master monsieur sir lord king prince father brother uncle".split()
+    """mr mister master monsieur sir lord king prince father brother uncle signor signore herr
+    senor""".split()
 )
 FEMALE_TITLES = frozenset(
-    "mrs ms miss madam madame mme mlle dame lady queen princess mother sister aunt auntie".split()
+    """mrs ms miss madam madame mme mlle mademoiselle demoiselle dame lady queen princess mother
+    sister aunt auntie signora signorina frau fraulein senora senorita""".split()
 )
 #: A few common given names, so "Mary ... he" does not resolve to Mary; others fit either gender.
 MALE_NAMES = frozenset(

@@ -184,3 +184,17 @@ def test_a_married_womans_title_never_joins_an_unmarried_ones(married: str, unma
     for title in (married, unmarried):
         joined = cast(mention("Mary Cavendish", 0), mention(f"{title} Cavendish", 50))
         assert set(joined) == {"Mary Cavendish"}
+
+
+@pytest.mark.parametrize(("male", "female"), [("Monsieur", "Mademoiselle"), ("Signor", "Signorina"),
+                                              ("Herr", "Fraulein"), ("Senor", "Senorita")])
+def test_a_foreign_womans_title_gives_her_gender_so_her_father_stays_apart(
+    male: str, female: str
+) -> None:
+    """The trial of Pierre Grassou: "Virginie" is on no given-name list, so only "Mademoiselle
+    Virginie" tells that Virginie Vervelle is a woman; "Monsieur Vervelle" (her father) must not
+    join her."""
+    people = cast(mention("Virginie Vervelle", 0), mention(f"{female} Virginie", 40),
+                  mention(f"{male} Vervelle", 80))
+    assert set(people) == {"Virginie Vervelle", f"{male} Vervelle"}
+    assert people["Virginie Vervelle"].gender == "f"
