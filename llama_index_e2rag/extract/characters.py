@@ -286,9 +286,17 @@ def characters(
     shorts = [pair for pair in ordered if not pair[0].full]
     shorts.sort(key=lambda pair: (not pair[0].titles, sort_by_position(pair[1])[0].pos))
     statuses = _statuses(form for form, _ in shorts)
+    genders: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for form, _ in shorts:
+        if form.gender:
+            genders[form.core].add(form.gender)
     for form, members in shorts:
         owners = [c for c in found if not c.candidates and c.owns(form)
                   and not c.told_apart(members)]
+        if form.gender and len(genders[form.core]) > 1:
+            # "Monsieur" and "Madame Vervelle" both named: a gendered form joins only a
+            # character known to be of its gender ("Virginie" is on no list of given names)
+            owners = [c for c in owners if c.gender == form.gender]
         status = _status(form.titles)
         if status and len(statuses[form.core]) > 1:
             # "Madame" and "Mademoiselle Vervelle" both named: mother and daughter, and the

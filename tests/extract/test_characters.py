@@ -198,3 +198,17 @@ def test_a_foreign_womans_title_gives_her_gender_so_her_father_stays_apart(
                   mention(f"{male} Vervelle", 80))
     assert set(people) == {"Virginie Vervelle", f"{male} Vervelle"}
     assert people["Virginie Vervelle"].gender == "f"
+
+
+def test_when_a_surname_is_titled_for_both_sexes_a_titled_form_needs_a_known_gender() -> None:
+    """"Monsieur" and "Madame Vervelle" are both named: "Monsieur Vervelle" does not join
+    "Virginie Vervelle", whose gender nothing tells; with one sex titled it joins as before."""
+    people = cast(mention("Virginie Vervelle", 0), mention("Monsieur Vervelle", 40),
+                  mention("Madame Vervelle", 80))
+    assert "Monsieur Vervelle" in people and "Monsieur Vervelle" not in people[
+        "Virginie Vervelle"].aliases
+    known = cast(mention("John Vervelle", 0), mention("Monsieur Vervelle", 40),
+                 mention("Madame Vervelle", 80))
+    assert "Monsieur Vervelle" in known["John Vervelle"].aliases
+    alone = cast(mention("Virginie Vervelle", 0), mention("Monsieur Vervelle", 40))
+    assert set(alone) == {"Virginie Vervelle"}
