@@ -179,6 +179,11 @@ class Character:
         return frozenset(r for f in self.forms for r in f.ranks)
 
     @property
+    def status(self) -> Optional[str]:
+        """"married" / "unmarried" from the titles of the character's forms, else None."""
+        return _status(t for f in self.forms for t in f.titles)
+
+    @property
     def name(self) -> str:
         """The fullest proper name used: most core words, then most mentions, then earliest."""
         order = {f.surface: k for k, f in enumerate(self.forms)}
@@ -213,7 +218,8 @@ class Character:
         ranks = self.ranks
         if form.ranks and ranks and not form.ranks & ranks:
             return False
-        return not _married_and_unmarried({t for f in self.forms for t in f.titles}, form.titles)
+        status = _status(form.titles)
+        return not (status and self.status and status != self.status)
 
     def told_apart(self, mentions: Sequence[GraphNode]) -> bool:
         """Whether the text names ``mentions`` beside a mention of this character as another
@@ -285,11 +291,7 @@ def characters(
     # rules 3-5: titled short forms before bare ones, so "Poirot" finds "Monsieur Poirot"
     shorts = [pair for pair in ordered if not pair[0].full]
     shorts.sort(key=lambda pair: (not pair[0].titles, sort_by_position(pair[1])[0].pos))
-    statuses = _statuses(form for form, _ in shorts)
-    genders: dict[tuple[str, ...], set[str]] = defaultdict(set)
-    for form, _ in shorts:
-        if form.gender:
-            genders[form.core].add(form.gender)
+    genders, statuses = _titled_kinds(form for form, _ in shorts)
     for form, members in shorts:
         owners = [c for c in found if not c.candidates and c.owns(form)
                   and not c.told_apart(members)]
@@ -301,7 +303,7 @@ def characters(
         if status and len(statuses[form.core]) > 1:
             # "Madame" and "Mademoiselle Vervelle" both named: mother and daughter, and the
             # name alone does not tell which one "Virginie Vervelle" is; join only the form's own
-            owners = [c for c in owners if _status(t for f in c.forms for t in f.titles) == status]
+            owners = [c for c in owners if c.status == status]
         if len(owners) == 1:
             owners[0].absorb(form, members)
         elif not owners:
@@ -317,27 +319,24 @@ def characters(
     return found, rest
 
 
-def _married_and_unmarried(titles: Iterable[str], others: Iterable[str]) -> bool:
-    """A married woman's title on one side and an unmarried one's on the other: Madame
-    Vervelle is not Mademoiselle Vervelle, her daughter (Mrs. Cavendish may be Mary Cavendish)."""
-    mine, theirs = _status(titles), _status(others)
-    return bool(mine and theirs and mine != theirs)
-
-
 def _status(titles: Iterable[str]) -> Optional[str]:
     """"married" / "unmarried" from a woman's titles, else None."""
     found = set(titles)
     return "married" if found & MARRIED else "unmarried" if found & UNMARRIED else None
 
 
-def _statuses(forms: Iterable[PersonName]) -> dict[tuple[str, ...], set[str]]:
-    """Surname (core) -> the marital titles its short forms carry."""
-    found: dict[tuple[str, ...], set[str]] = defaultdict(set)
+def _titled_kinds(
+    forms: Iterable[PersonName],
+) -> tuple[dict[tuple[str, ...], set[str]], dict[tuple[str, ...], set[str]]]:
+    """Surname (core) -> the genders, and the marital titles, its short forms carry (a married
+    woman's title never joins an unmarried one's: Madame Vervelle is not Mademoiselle Vervelle,
+    her daughter, while Mrs. Cavendish may be Mary Cavendish)."""
+    genders: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    statuses: dict[tuple[str, ...], set[str]] = defaultdict(set)
     for form in forms:
-        status = _status(form.titles)
-        if status:
-            found[form.core].add(status)
-    return found
+        genders[form.core].update({form.gender} - {None})
+        statuses[form.core].update({_status(form.titles)} - {None})
+    return genders, statuses
 
 
 def _initial(name: PersonName) -> bool:

@@ -63,16 +63,21 @@ def test_chapter_at_is_the_last_heading_before_the_offset():
     assert story.percent_at(0) == 0.0 and story.percent_at(len(BOOK)) == 100.0
 
 
-def test_story_map_reads_headings_from_the_indexed_chunks():
-    cut = BOOK.index("Chapter 2")
+def _chunked(book: str, cut: int) -> NetworkXGraphStore:
+    """A graph holding ``book`` as two indexed chunks, split at ``cut``."""
     graph = NetworkXGraphStore()
     graph.upsert_nodes(
         [
-            GraphNode(id=f"c{i}", kind=NodeKind.CHUNK, text=BOOK[a:b], doc_id="book",
+            GraphNode(id=f"c{i}", kind=NodeKind.CHUNK, text=book[a:b], doc_id="book",
                       pos=(0, a, 0), span=(a, b))
-            for i, (a, b) in enumerate([(0, cut), (cut, len(BOOK))])
+            for i, (a, b) in enumerate([(0, cut), (cut, len(book))])
         ]
     )
+    return graph
+
+
+def test_story_map_reads_headings_from_the_indexed_chunks():
+    graph = _chunked(BOOK, BOOK.index("Chapter 2"))
     story = story_map(graph, "book")
     assert story is not None and story.length == len(BOOK)
     assert story.headings == tuple(headings(BOOK))
@@ -152,15 +157,7 @@ def test_repeated_labels_far_apart_are_chapters_of_different_books():
 def test_a_gutenberg_licence_after_the_story_begins_no_chapter():
     book = (BOOK + "\n\n*** END OF THE PROJECT GUTENBERG EBOOK THE GARDEN ***\n\n"
             "Section 1. General Terms of Use\n\nSection 2. Information about the Mission\n")
-    cut = book.index("END OF") - 10  # the marker in the second chunk, as a long book has it
-    graph = NetworkXGraphStore()
-    graph.upsert_nodes(
-        [
-            GraphNode(id=f"c{i}", kind=NodeKind.CHUNK, text=book[a:b], doc_id="book",
-                      pos=(0, a, 0), span=(a, b))
-            for i, (a, b) in enumerate([(0, cut), (cut, len(book))])
-        ]
-    )
-    story = story_map(graph, "book")
+    # the marker in the second chunk, as a long book has it
+    story = story_map(_chunked(book, book.index("END OF") - 10), "book")
     assert story is not None and story.headings == tuple(headings(BOOK))
     assert story.chapter_at(len(book) - 5) == headings(BOOK)[-1][1]
