@@ -57,6 +57,8 @@ _ADDRESS = frozenset(
 #: Titles of a married and of an unmarried woman: one person never carries both.
 MARRIED = frozenset("mrs madame mme dame signora frau senora".split())
 UNMARRIED = frozenset("miss mademoiselle mlle demoiselle signorina fraulein senorita".split())
+#: Lower-case particles inside a name ("Madame de Merret", "Ludwig van Beethoven").
+_PARTICLES = frozenset("de du des d von van der den di da del della".split())
 #: Every word read as a title in front of a name.
 TITLE_WORDS = HONORIFICS | RANK_TITLES | _ADDRESS
 _TITLES = TITLE_WORDS
@@ -119,6 +121,9 @@ def person_name(text: str) -> Optional[PersonName]:
                 titles.append(key)
             elif word[0].isupper() and key and key not in _NOT_NAMES and key not in _TITLES:
                 core.append(key)
+            elif key in _PARTICLES and (titles or core) and j + 1 < len(words) and words[
+                    j + 1][0][0].isupper():
+                pass  # "Madame de Merret": the particle is part of the name, not its end
             else:
                 break
             end = stop

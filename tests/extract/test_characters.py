@@ -37,6 +37,8 @@ def ids(person: Character) -> set[str]:
         ("Anne Elliot's", "Anne Elliot", (), ("anne", "elliot")),
         ("My dear Hastings, I don’t mind", "Hastings", (), ("hastings",)),
         ("Papa Poirot", "Papa Poirot", ("papa",), ("poirot",)),
+        ("Madame de Merret", "Madame de Merret", ("madame",), ("merret",)),
+        ("Ludwig van Beethoven's", "Ludwig van Beethoven", (), ("ludwig", "beethoven")),
     ],
 )
 def test_a_name_is_titles_then_capitalised_words(
