@@ -10,19 +10,28 @@ are spelled out in ``docs/offline.md``; nothing here builds graph nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 from llama_index_e2rag.extract.characters import TITLE_WORDS
 from llama_index_e2rag.extract.pronouns import (
     NARRATOR_KEY,
     NARRATOR_NAME,
+    NARRATOR_WORDS,
     REFLEXIVE,
     Antecedents,
+    Person,
     narrator_tokens,
     pronoun_gender,
 )
 from llama_index_e2rag.extract.nominals import Nominal, nominals
-from llama_index_e2rag.extract.realis import is_realis, quoted_tokens
+from llama_index_e2rag.extract.realis import is_realis
+from llama_index_e2rag.extract.speakers import (
+    FIRST_PERSON,
+    SECOND_PERSON,
+    Who,
+    attribute,
+    quotes,
+)
 from llama_index_e2rag.extract.gender import FEMALE_NAMES, FEMALE_TITLES, MALE_NAMES, MALE_TITLES
 from llama_index_e2rag.schema import normalize_text
 
@@ -144,7 +153,11 @@ class Frame:
 class DocFrames:
     """Frames and mentions of one parsed text; the rules of ``docs/offline.md`` live here."""
 
-    def __init__(self, doc: Any, resolve_pronouns: bool) -> None:
+    def __init__(
+        self, doc: Any, resolve_pronouns: bool, earlier: Sequence[Person] = ()
+    ) -> None:
+        """``earlier``: the persons the previous chunk of the text ended with
+        (``last_people``), for the pronouns that open this one."""
         titled_names(doc)
         self.doc = doc
         self.resolve_pronouns = resolve_pronouns
@@ -156,11 +169,17 @@ class DocFrames:
         for chunk in doc.noun_chunks:
             for tok in chunk:
                 self._span_of_token.setdefault(tok.i, (chunk, ""))
-        self._quoted = quoted_tokens(doc)
+        found = quotes(doc)
+        self._quoted = {i for quote in found for i in range(quote.start, quote.end)}
         #: every person in text order, and what each he/she stands for
-        self._people = Antecedents(doc, self._person_key, _gender_of)
+        #: the persons the chunk before ended with
+        self.earlier = list(earlier) if resolve_pronouns else []
+        self._people = Antecedents(doc, self._person_key, _gender_of, self.earlier)
         #: head token -> the person noun phrase there ("his sister", "the captain")
         self._nominals = {n.head: self._nominal_ref(n) for n in nominals(doc, self._people)}
+        #: token index -> the person a quoted I/me/my or you/your stands for (its speaker or
+        #: listener, ``extract/speakers``)
+        self._spoken: dict[int, Who] = self._speech(found) if resolve_pronouns else {}
         #: token index -> trimmed token range of its sentence (built when first asked)
         self._sentence_range: Optional[dict[int, tuple[int, int]]] = None
         self.frames = [self._frame(tok) for tok in doc if self._is_predicate(tok)]
@@ -206,12 +225,43 @@ class DocFrames:
         return Ref(normalize_text(core.text), _name(core.text), "PERSON", start, end,
                    nominal.head, nominal=True)
 
+    def _who(self, tok: Any) -> Optional[Who]:
+        """The person a token heads: a name, a resolved he/she, a person noun phrase, or the
+        narrator's I."""
+        if tok.lower_ in NARRATOR_WORDS and tok.i not in self._quoted:
+            return NARRATOR_KEY, NARRATOR_NAME
+        person = self._people.at(tok.i)
+        if person is not None:
+            return person.key, person.name
+        nominal = self._nominals.get(tok.i)
+        return None if nominal is None else (nominal.key, nominal.name)
+
+    def _speech(self, found: list[Any]) -> dict[int, Who]:
+        spoken: dict[int, Who] = {}
+        for quote in attribute(self.doc, found, self._who):
+            for tok in self.doc[quote.start : quote.end]:
+                if tok.pos_ != "PRON":
+                    continue
+                person = (quote.speaker if tok.lower_ in FIRST_PERSON
+                          else quote.listener if tok.lower_ in SECOND_PERSON else None)
+                if person is not None:
+                    spoken[tok.i] = person
+        return spoken
+
+    def last_people(self) -> list[Person]:
+        """The persons this text ends with, for the next chunk's opening pronouns."""
+        return self._people.last_people()
+
     def nominal_refs(self) -> list[Ref]:
         """Every person noun phrase, argument or not, in text order (``extract/nominals``)."""
         return [self._nominals[head] for head in sorted(self._nominals)]
 
     def _resolve(self, tok: Any, frame: Optional[Frame]) -> Optional[Ref]:
-        """He/him/she/her(self) -> the person it stands for (``pronouns.Antecedents``)."""
+        """He/him/she/her(self) -> the person it stands for (``pronouns.Antecedents``); a
+        quoted I/you -> its speaker/listener."""
+        spoken = self._spoken.get(tok.i)
+        if spoken is not None:
+            return Ref(spoken[0], spoken[1], "PERSON", tok.idx, tok.idx + len(tok.text), tok.i)
         gender = pronoun_gender(tok)
         if gender is None:
             return None
@@ -236,14 +286,17 @@ class DocFrames:
         return Ref(person.key, person.name, "PERSON", tok.idx, tok.idx + len(tok.text), tok.i)
 
     def pronoun_refs(self) -> list[Ref]:
-        """Every resolved he/his/she/her… and, outside dialogue, every I/me/my (the narrator),
-        as an occurrence of the person it stands for."""
+        """Every resolved he/his/she/her…, every I/me/my outside dialogue (the narrator) and
+        every quoted I/you whose speaker/listener is known, as an occurrence of that person."""
         if not self.resolve_pronouns:
             return []
         refs = [
             Ref(p.key, p.name, "PERSON", self.doc[i].idx, self.doc[i].idx + len(self.doc[i]), i)
             for i, p in self._people.occurrences()
         ]
+        for i, (key, name) in sorted(self._spoken.items()):
+            tok = self.doc[i]
+            refs.append(Ref(key, name, "PERSON", tok.idx, tok.idx + len(tok.text), i))
         for i in narrator_tokens(self.doc, self._quoted):
             tok = self.doc[i]
             refs.append(Ref(NARRATOR_KEY, NARRATOR_NAME, "PERSON", tok.idx,

@@ -30,7 +30,7 @@ from llama_index_e2rag.extract.base import (
     record_failure,
 )
 from llama_index_e2rag.extract.frames import DocFrames, Frame, Ref
-from llama_index_e2rag.extract.pronouns import NARRATOR_KEY
+from llama_index_e2rag.extract.pronouns import NARRATOR_KEY, Person
 from llama_index_e2rag.extract.linking import chunk_node_id
 from llama_index_e2rag.extract.parse_pool import parse_texts
 from llama_index_e2rag.extract.spacy_model import PARSE_LOCK, SPACY_MODEL, load_spacy
@@ -88,9 +88,10 @@ class _FragmentBuilder:
         for ref in frames.nominal_refs():
             if ref.nominal or ref.key in self._mentions:
                 self._mention(ref)  # a person named by what they are, or by a name here
+        carried = {person.key for person in frames.earlier}
         for ref in frames.pronoun_refs():
-            if ref.key in self._mentions or ref.key == NARRATOR_KEY:
-                self._mention(ref)  # the person is named in this chunk (or is its narrator)
+            if ref.key in self._mentions or ref.key in carried or ref.key == NARRATOR_KEY:
+                self._mention(ref)  # named here or at the end of the chunk before, or narrating
         self._apart(frames)
         for mention in self._mentions.values():
             self._settle(mention)
@@ -192,8 +193,8 @@ class _FragmentBuilder:
                     apart += [n for k, n in named.items() if k != key and n not in apart]
 
     def _settle(self, mention: GraphNode) -> None:
-        """Anchor a mention at its earliest occurrence, which is always its name (a pronoun is
-        only resolved to a person named earlier in the chunk)."""
+        """Anchor a mention at its earliest occurrence: its name, or a pronoun where the person
+        was last named in the chunk before."""
         spans = sorted(mention.attrs["spans"])
         mention.attrs["spans"] = spans
         mention.span = (spans[0][0], spans[0][1])
@@ -308,9 +309,13 @@ class GroundedExtractor(TransformComponent):
                 unit="chunk",
                 disable=not kwargs.get("show_progress", False),
             )
+            # each document's persons, as its last chunk ended: the next chunk's pronouns
+            # may stand for them
+            ended: dict[str, list[Person]] = {}
             with bar, closing(parsed):  # ends the worker processes however the loop ends
                 for node, doc in zip(nodes, parsed, strict=True):
-                    self._extract(node, doc)
+                    doc_id = chunk_doc_id(node)
+                    ended[doc_id] = self._extract(node, doc, ended.get(doc_id, []))
                     bar.update()
         return nodes
 
@@ -328,9 +333,11 @@ class GroundedExtractor(TransformComponent):
 
         return available_cores()
 
-    def _extract(self, node: BaseNode, doc: Any) -> None:
-        """Attach one parsed chunk's graph fragment (or the reason it failed) to the chunk."""
+    def _extract(self, node: BaseNode, doc: Any, earlier: list[Person]) -> list[Person]:
+        """Attach one parsed chunk's graph fragment (or the reason it failed) to the chunk;
+        the persons it ends with (``earlier``: those the chunk before ended with)."""
         try:
+            frames = DocFrames(doc, self.resolve_pronouns, earlier)
             builder = _FragmentBuilder(
                 doc_id=chunk_doc_id(node),
                 chunk_id=node.node_id,
@@ -338,11 +345,12 @@ class GroundedExtractor(TransformComponent):
                 offset=chunk_offset(node),
                 keep_bare_events=self.keep_bare_events,
             )
-            builder.build(DocFrames(doc, self.resolve_pronouns))
+            builder.build(frames)
         except Exception as exc:  # one odd chunk must not sink the build
             record_failure(node, f"grounded extraction failed: {type(exc).__name__}: {exc}")
-            return
+            return []
         attach_graph(node, builder.nodes, builder.edges)
+        return frames.last_people()
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         """Parse on a thread of the build's own (``background``): the event loop stays

@@ -11,13 +11,15 @@ multi-pass sieve, without a trained model:
   to them;
 * an object pronoun never stands for its own verb's subject ("Holmes told him": not Holmes);
 * a subject of the pronoun's own sentence is preferred to a nearer non-subject, else the
-  nearest candidate wins.
+  nearest candidate wins;
+* the persons last named in the chunk before (``earlier``) are candidates too: a chunk that
+  opens with "She" goes on with the woman the last one ended with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from llama_index_e2rag.extract.characters import TITLE_WORDS
 from llama_index_e2rag.extract.gender import name_gender
@@ -30,6 +32,8 @@ REFLEXIVE = frozenset("himself herself".split())
 #: The first person outside dialogue: a first-person novel's narrator.
 NARRATOR_WORDS = frozenset("i me my mine myself".split())
 NARRATOR_KEY, NARRATOR_NAME = "narrator", "the narrator"
+#: Persons a chunk hands to the next one for its opening pronouns.
+CARRIED = 6
 _SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
 _OBJECT_DEPS = frozenset({"dobj", "dative", "iobj", "pobj"})
 
@@ -58,11 +62,16 @@ class Antecedents:
         doc: Any,
         named: Callable[[Any], Optional[tuple[str, str]]],
         gender_of: Callable[[Any], Optional[str]],
+        earlier: Sequence[Person] = (),
     ) -> None:
-        """``named(span)`` gives a PERSON entity's (key, name); ``gender_of(span)`` its gender."""
-        self.people: list[Person] = []
+        """``named(span)`` gives a PERSON entity's (key, name); ``gender_of(span)`` its gender;
+        ``earlier``: the previous chunk's ``last_people()``, before every token of this one."""
+        self.people: list[Person] = [
+            Person(n - len(earlier), p.key, p.name, p.gender, False)
+            for n, p in enumerate(earlier)
+        ]
         self._resolved: dict[int, Person] = {}
-        self._genders: dict[str, str] = {}
+        self._genders: dict[str, str] = {p.key: p.gender for p in earlier if p.gender}
         self._at: dict[int, Person] = {}
         person_at = {ent.start: ent for ent in doc.ents if ent.label_ == "PERSON"}
         for tok in doc:
@@ -121,6 +130,16 @@ class Antecedents:
     def resolved(self, tok: Any) -> Optional[Person]:
         """What the pronoun at ``tok`` was read as, in text order (``None``: nobody)."""
         return self._resolved.get(tok.i)
+
+    def last_people(self, count: int = CARRIED) -> list[Person]:
+        """The ``count`` persons named or resolved last, each once, oldest first, with the
+        gender read for them: what the next chunk's pronouns may stand for."""
+        latest: dict[str, Person] = {}
+        for person in reversed(self.people):
+            if person.key not in latest and len(latest) < count:
+                latest[person.key] = Person(0, person.key, person.name, self.gender(person),
+                                            False)
+        return list(reversed(latest.values()))
 
     def occurrences(self) -> list[tuple[int, Person]]:
         """Every he/his/she/her… the text resolves (token index, person), in text order: each

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from llama_index_e2rag.extract.speakers import quotes
+
 #: Verbs of states, not events (Vendler's states and the common verbs of feeling and
 #: possession), read by lemma.
 STATIVE = frozenset(
@@ -24,24 +26,12 @@ STATIVE = frozenset(
     exist live lie stand sit remain keep imagine expect intend care mind""".split()
 )
 MODALS = frozenset("would could should might may must will shall can 'd 'll ought".split())
-_OPENING, _CLOSING, _EITHER = frozenset("“‘«`"), frozenset("”’»"), frozenset('"')
 _CONDITIONS = frozenset({"if", "unless"})
 
 
 def quoted_tokens(doc: Any) -> set[int]:
     """Indices of the tokens inside quotation marks (curly, straight or ``LaTeX`` style)."""
-    inside, found = False, set()
-    for tok in doc:
-        text = tok.text
-        if text in _OPENING or text == "``":
-            inside = True
-        elif text in _CLOSING or text == "''":
-            inside = False
-        elif text in _EITHER:
-            inside = not inside
-        elif inside:
-            found.add(tok.i)
-    return found
+    return {i for quote in quotes(doc) for i in range(quote.start, quote.end)}
 
 
 def is_realis(verb: Any, negated: bool, quoted: set[int]) -> bool:

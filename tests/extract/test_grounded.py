@@ -223,11 +223,11 @@ def test_object_pronoun_never_binds_to_its_own_subject(extractor):
 
 
 def test_unresolvable_pronouns_make_no_mention(extractor):
-    nodes, _ = extract(extractor, make_chunk("They laughed."))
+    nodes, _ = extract(extractor, make_chunk("They would laugh."))
     assert [n for n in nodes if n.kind in (NodeKind.MENTION, NodeKind.EVENT)] == []
-    kept, _ = extract(GroundedExtractor(keep_bare_events=True), make_chunk("They laughed."))
+    kept, _ = extract(GroundedExtractor(keep_bare_events=True), make_chunk("They would laugh."))
     (event,) = [n for n in kept if n.kind == NodeKind.EVENT]
-    assert event.attrs["participants"] == [] and event.text == "They laughed."
+    assert event.attrs["participants"] == [] and event.text == "They would laugh."
 
 
 def test_next_edges_follow_story_order_within_the_chunk(extractor):
@@ -388,3 +388,28 @@ def test_two_people_named_as_arguments_of_one_verb_are_told_apart(extractor):
     assert apart["Dixon"] == {"Margaret Hale"}
     assert apart["Mr. Hale"] == set()  # "She" is no name
     assert apart["Mary"] == apart["Mrs. Cavendish"] == set()  # a copula: one person, two names
+
+
+def test_a_chunk_opening_with_a_pronoun_goes_on_with_the_person_the_last_one_ended_with(
+    extractor,
+):
+    first = "Mr. Hale read by the fire. Margaret Hale came home late."
+    second = "She took off her bonnet. He did not look up."
+    nodes, edges = extract(
+        extractor,
+        make_chunk(first, 0),
+        make_chunk(second, len(first) + 1),
+        make_chunk(second, 0, doc_id="other", order=1),  # another book: nobody before
+    )
+    people = {
+        (n.chunk_id, n.name): [second[a - len(first) - 1 : b - len(first) - 1]
+                               for a, b in n.attrs["spans"]]
+        for n in nodes if n.kind == NodeKind.MENTION and n.doc_id == "doc"
+    }
+    chunk = f"doc-chunk-{len(first) + 1}"
+    assert people[(chunk, "Margaret Hale")] == ["She", "her"]
+    assert people[(chunk, "Mr. Hale")] == ["He"]
+    ours = [n for n in nodes if n.doc_id == "doc"]
+    assert frames(ours, edges)["take"]["A0"] == {"Margaret Hale"}
+    other = [n for n in nodes if n.doc_id == "other" and n.kind == NodeKind.MENTION]
+    assert [n.attrs["entity_type"] for n in other] == ["concept"]  # "her bonnet", nobody's
