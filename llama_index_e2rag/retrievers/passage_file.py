@@ -31,7 +31,8 @@ logger = logging.getLogger(__name__)
 
 #: The folder of persisted read models, inside the store's ``e2rag/`` folder.
 READ_MODELS_DIR = "readmodels"
-NARRATIVE_FILE = "narrative.json"
+#: Two JSON lines: the content key and the SHA-256 of the second line, then the model.
+NARRATIVE_FILE = "narrative.jsonl"
 #: Bumped when the encoding or what the table holds changes: an older file is rebuilt.
 FORMAT = 1
 
