@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     # deferred: llama-index and spaCy, ~7 s (``e2rag --help`` and usage errors stay fast)
     from llama_index_e2rag.index import E2RAGIndex
     from llama_index_e2rag.ingest.validation import validate_documents
+    from llama_index_e2rag.retrievers.passage_cache import save_read_model
 
     flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
     if not args.paths and not (flags and has_store(args.store)):
@@ -114,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
             release(args.store, was)
             raise
     index.storage_context.persist(str(args.store))
+    save_read_model(index.stores)  # the first query of the next process reads it, in ms
     _print_summary(index, args.store, len(documents), unchanged, skipped, added)
     return 0
 

@@ -10,10 +10,9 @@ from pathlib import Path
 from llama_index_e2rag.app.query import query_advice
 from llama_index_e2rag.cli.store import has_store, load_store
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError
-from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_MODES
-from llama_index_e2rag.persist.check import full_check
-from llama_index_e2rag.persist.info import StoreSummary, summarize
+from llama_index_e2rag.persist.check import full_check, opening_check
+from llama_index_e2rag.persist.info import StoreSummary, sentence_roles, summarize
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.visualize import write_page
 
@@ -47,6 +46,13 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         default=None,
         help=f"with --query: the retrieval mode (default {DEFAULT_MODE})",
     )
+    show.add_argument(
+        "--check",
+        action="store_true",
+        help="the full check: also SQLite's page check and every document's rows against the "
+        "digest committed with them (reads the whole graph; without it, show checks what a "
+        "load checks and counts in SQLite)",
+    )
     show.set_defaults(func=run)
 
 
@@ -66,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
             f"{args.store} --html story.html {unused[0]} ..."
         )
 
-    health = full_check(args.store) if (args.store / "e2rag").is_dir() else None
+    check = full_check if getattr(args, "check", False) else opening_check
+    health = check(args.store) if (args.store / "e2rag").is_dir() else None
     if health is not None and health.problems:
         print(f"store: {args.store}")
         print("status: DAMAGED")
@@ -76,18 +83,15 @@ def run(args: argparse.Namespace) -> int:
         first = health.problems[0]
         fix = "" if "e2rag repair" in first else f"; run: e2rag repair --store {args.store}"
         raise StoreDamagedError(f"{first}{more}{fix}")
-    summary = summarize(args.store, CHRONO_CHUNK_LABEL) if has_store(args.store) else None
+    labels = (CHRONO_CHUNK_LABEL, SENTGRAPH_LABEL)
+    summary = summarize(args.store, *labels) if has_store(args.store) else None
     if summary is None:  # no store (load_store says so) or a 0.1.0 store: load it
         summary = _loaded_summary(load_store(args.store))
-    elif summary.nodes.get("topic"):  # SentGraph's sentences, apart from the extraction's
-        graph = SQLiteGraphStore.open_existing(args.store / "e2rag" / GRAPH_FILE)
-        try:
-            summary.nodes = sentence_graph_counts(summary.nodes, graph)
-        finally:
-            graph.close()
     print(f"store: {args.store}")
-    noted = health is not None and health.notes
-    print("status: ok" + (f" ({len(health.notes)} note(s))" if noted else ""))
+    said = [f"{len(health.notes)} note(s)"] if health is not None and health.notes else []
+    if health is not None and check is opening_check:
+        said.append("what a load checks; e2rag show --check reads every row")
+    print("status: ok" + (f" ({'; '.join(said)})" if said else ""))
     for note in health.notes if health is not None else []:
         print(f"  note: {note}")
     print("documents:")
@@ -163,14 +167,9 @@ def sentence_graph_counts(counts: dict[str, int], graph: "GraphStore") -> dict[s
     ``sentence`` to a ``SENTGRAPH_LABEL`` per role."""
     if not counts.get(NodeKind.TOPIC.value):
         return counts
-    counts = dict(counts)
-    kind = NodeKind.SENTENCE.value
+    roles: dict[str, int] = {}
     for node in graph.nodes(NodeKind.SENTENCE):
         role = node.attrs.get("sentgraph")
         if role:
-            counts[kind] -= 1
-            label = SENTGRAPH_LABEL.format(role=role)
-            counts[label] = counts.get(label, 0) + 1
-    if not counts.get(kind):  # every sentence is SentGraph's (no grounded extraction)
-        counts.pop(kind, None)
-    return counts
+            roles[role] = roles.get(role, 0) + 1
+    return sentence_roles(counts, roles, SENTGRAPH_LABEL)

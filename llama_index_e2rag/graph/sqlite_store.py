@@ -81,6 +81,16 @@ class SQLiteGraphStore(SQLGraphStore):
         problems = [r[0] for r in rows if r[0] != "ok"]
         return "; ".join(problems[:3]) if problems else None
 
+    def attr_counts(self, kind: str, attr: str) -> dict[tuple[str, Any], int]:
+        """How many nodes of ``kind`` each document holds per value of ``attrs[attr]`` (None:
+        unset), counted inside SQLite: no row reaches Python (``e2rag show`` on a large store)."""
+        rows = self._query(
+            "SELECT doc_id, json_extract(attrs, ?), COUNT(*) FROM e2rag_nodes WHERE kind = ? "
+            "GROUP BY 1, 2",
+            (f"$.{attr}", kind),
+        )
+        return {(doc, value): int(n) for doc, value, n in rows}
+
     @classmethod
     def open_existing(cls, path: Path, repair_hint: Optional[str] = None) -> "SQLiteGraphStore":
         """A store's graph file, refused when it is not one: SQLite would otherwise take an

@@ -3,8 +3,9 @@
 
 Opening checks what is cheap and decisive: the checksummed JSON files (``checksums``), the
 vector files against their manifest (inside ``EmbeddedVectors.open``), and each document's vector
-count per kind against the record the graph committed with it. The full check adds SQLite's page
-check and each document's row digest, which read the whole graph. Every problem is one line
+count per kind against the record the graph committed with it (``opening_check``: ``e2rag
+show``). The full check adds SQLite's page check and each document's row digest, which read the
+whole graph (``full_check``: ``e2rag show --check``, ``e2rag repair``). Every problem is one line
 naming the file and the fix.
 """
 
@@ -111,7 +112,19 @@ class StoreHealth:
 
 
 def full_check(persist_dir: Path) -> StoreHealth:
-    """Every file of a store, without llama-index or a model (``e2rag show``, ``repair``)."""
+    """Every file of a store, every row of its graph, without llama-index or a model
+    (``e2rag show --check``, ``repair``)."""
+    return _health(persist_dir, full=True)
+
+
+def opening_check(persist_dir: Path) -> StoreHealth:
+    """What a load checks, without llama-index or a model (``e2rag show``): the JSON files,
+    the vector files against their manifest, each document's vector counts against its
+    record. Cheap at any size: no page of the graph is read beyond its document records."""
+    return _health(persist_dir, full=False)
+
+
+def _health(persist_dir: Path, full: bool) -> StoreHealth:
     # deferred: networkx and pydantic (the graph stores), numpy (the vectors), ~0.7 s
     from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
     from llama_index_e2rag.vectors.embedded import EmbeddedVectors
@@ -135,7 +148,7 @@ def full_check(persist_dir: Path) -> StoreHealth:
         problem = None
         try:
             graph = SQLiteGraphStore.open_existing(graph_path, hint(persist_dir))
-            problem = graph.quick_check()
+            problem = graph.quick_check() if full else None
             if problem is not None:
                 health.problems.append(f"{graph_path} is damaged ({problem})")
         except StoreDamagedError as exc:
@@ -150,7 +163,7 @@ def full_check(persist_dir: Path) -> StoreHealth:
     health.problems.extend(f"{home / 'vectors'}: {d}" for d in vectors.damaged)
     if graph is not None:
         try:
-            _check_graph_against(graph, vectors, health, home)
+            _check_graph_against(graph, vectors, health, home, full)
         except StoreDamagedError as exc:
             health.problems.append(str(exc))
         finally:
@@ -158,12 +171,13 @@ def full_check(persist_dir: Path) -> StoreHealth:
     return health
 
 
-def _check_graph_against(graph, vectors, health: StoreHealth, home: Path) -> None:
-    """Row digests and vector counts of every document against its committed record."""
+def _check_graph_against(graph, vectors, health: StoreHealth, home: Path, full: bool) -> None:
+    """Vector counts of every document against its committed record; ``full``: row digests
+    too (they read the whole graph)."""
     records = graph.doc_records()
     orders = graph.doc_orders()
     have = vectors.doc_counts()
-    changed = changed_documents(graph)
+    changed = changed_documents(graph) if full else []
     if changed:
         health.problems.append(
             f"{home / 'graph.sqlite'}: the rows of {len(changed)} document(s) changed since "

@@ -38,8 +38,12 @@ class StoreSummary:
     llm_stats: dict[str, Any] = field(default_factory=dict)
 
 
-def summarize(store: Path, chrono_label: str) -> Optional[StoreSummary]:
-    """The summary of a store in today's layout; None for one that needs a full load (0.1.0)."""
+def summarize(store: Path, chrono_label: str, sentgraph_label: str) -> Optional[StoreSummary]:
+    """The summary of a store in today's layout; None for one that needs a full load (0.1.0).
+
+    Counts come from SQLite (``GROUP BY``), never from the rows: as fast at 10M words as at 10k.
+    ``chrono_label`` and ``sentgraph_label`` name ChronoRAG's layer-0 chunks and SentGraph's
+    sentences (by role), counted apart from the extraction's."""
     struct = read_struct(store)
     graph_file = store / E2RAG_DIR / GRAPH_FILE
     if struct is None or in_struct(struct) or not graph_file.is_file():
@@ -49,15 +53,21 @@ def summarize(store: Path, chrono_label: str) -> Optional[StoreSummary]:
         counts = graph.counts()
         chunks: dict[str, int] = {}
         layer0 = 0
-        for chunk in graph.nodes(kind=_chunk_kind()):
-            if chunk.attrs.get("layer") == 0:
-                layer0 += 1
+        for (doc_id, layer), n in graph.attr_counts(NodeKind.CHUNK.value, "layer").items():
+            if layer == 0:
+                layer0 += n
             else:
-                chunks[chunk.doc_id] = chunks.get(chunk.doc_id, 0) + 1
+                chunks[doc_id] = chunks.get(doc_id, 0) + n
         nodes = dict(counts["nodes"])
         if layer0:
             nodes["chunk"] = nodes.get("chunk", 0) - layer0
             nodes[chrono_label] = layer0
+        if nodes.get(NodeKind.TOPIC.value):  # SentGraph's sentences, apart from the extraction's
+            roles: dict[str, int] = {}
+            for (_, role), n in graph.attr_counts(NodeKind.SENTENCE.value, "sentgraph").items():
+                if role:
+                    roles[role] = roles.get(role, 0) + n
+            nodes = sentence_roles(nodes, roles, sentgraph_label)
         orders = graph.doc_orders()
         documents = sorted((order, doc, chunks.get(doc, 0)) for doc, order in orders.items())
         failures = graph.failures()
@@ -74,5 +84,14 @@ def summarize(store: Path, chrono_label: str) -> Optional[StoreSummary]:
     )
 
 
-def _chunk_kind() -> Any:
-    return NodeKind.CHUNK
+def sentence_roles(nodes: dict[str, int], roles: dict[str, int], label: str) -> dict[str, int]:
+    """``nodes`` with SentGraph's sentences (``roles``: how many per role) moved from
+    ``sentence`` to ``label`` per role; ``sentence`` goes when none is the extraction's."""
+    nodes = dict(nodes)
+    kind = NodeKind.SENTENCE.value
+    for role, n in sorted(roles.items()):
+        nodes[kind] = nodes.get(kind, 0) - n
+        nodes[label.format(role=role)] = n
+    if not nodes.get(kind):
+        nodes.pop(kind, None)
+    return nodes

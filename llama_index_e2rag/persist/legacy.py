@@ -29,7 +29,6 @@ from llama_index_e2rag.disk.checksums import E2RAG_DIR, file_sum
 from llama_index_e2rag.disk.files import atomic_write_text
 from llama_index_e2rag.errors import CorruptGraphError
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.graph.sqlite_store import SQLiteGraphStore
 from llama_index_e2rag.persist.index_store import read_struct
 from llama_index_e2rag.schema import CHUNK_NODE_ATTR, GraphEdge, NodeKind
@@ -38,6 +37,8 @@ from llama_index_e2rag.vectors.embedded import EmbeddedVectors
 
 if TYPE_CHECKING:
     from llama_index.core.storage.index_store.types import BaseIndexStore
+
+    from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
     from llama_index.core.storage.storage_context import StorageContext
     from llama_index.core.vector_stores.simple import SimpleVectorStore, SimpleVectorStoreData
 
@@ -171,8 +172,12 @@ def open_legacy(
     The struct's graph fields are emptied (the stores hold them now) and the old namespaces
     leave the storage context, so the next persist writes only the new layout.
     """
-    # llama-index (heavy) only here: is_legacy, which ownership asks cheaply, needs none of it
+    # llama-index and NetworkX (heavy) only here: is_legacy, which ownership asks cheaply (every
+    # command, ``e2rag show`` among them), needs none of them
     from llama_index.core.vector_stores.simple import SimpleVectorStore
+
+    # deferred: networkx, ~0.3 s
+    from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 
     try:
         old = NetworkXGraphStore.from_dict(

@@ -146,7 +146,7 @@ def build_table(
     table = PassageTable(
         ids=[p.id for p in passages],
         doc_of=np.array([p.pos[0] for p in passages], dtype=np.int64),
-        vectors=_unit_rows(np.asarray(vectors, dtype=np.float32)),
+        vectors=unit_rows(vectors),
         starts=[(p.pos[0], p.pos[1]) for p in passages],
         lengths=lengths,
         headings={doc: tuple(sorted(found)) for doc, found in heads.items() if found},
@@ -182,9 +182,7 @@ def build_table(
     for n, (kind, found) in written.items():
         if found:
             table.typed.setdefault(kind, {})[n] = np.array(sorted(found), dtype=np.int64)
-    for name in table.names:
-        for word in name.split():
-            table.name_words.setdefault(word, set()).add(name)
+    table.name_words = name_words(table.names)
     for event in events:
         lemma = (event.attrs.get("lemma") or "").lower()
         offset = event.span[0] if event.span else event.pos[1]
@@ -221,7 +219,18 @@ def _offsets(node: GraphNode) -> list[int]:
     return [node.span[0]] if node.span else []
 
 
-def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+def name_words(names: Iterable[str]) -> dict[str, set[str]]:
+    """Word of a name -> the names containing it (``PassageTable.name_words``)."""
+    found: dict[str, set[str]] = {}
+    for name in names:
+        for word in name.split():
+            found.setdefault(word, set()).add(name)
+    return found
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` as float32 rows of unit length (zero rows stay zero)."""
+    matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.size == 0:
         return matrix
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)

@@ -3,6 +3,8 @@
 Built once per content state (``Stores.version``) from what the stores hold: passage nodes and
 their vectors, mention and event nodes, the passages' BM25 index, the chunks' user metadata;
 nothing is embedded again. A query then reads the passages it returns from here, not the graph.
+What is derived from the mentions and events (the table) and the chunks' metadata is persisted
+per content state (``passage_file``), so only the first process after a write derives them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import numpy as np
 
 from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.stores.lexical import LexicalIndex
-from llama_index_e2rag.ranking.passages import PassageTable, build_table
+from llama_index_e2rag.ranking.passages import PassageTable, build_table, name_words
+from llama_index_e2rag.retrievers import passage_file
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
 from llama_index_e2rag.stores.state_cache import StateCache
@@ -42,18 +45,32 @@ def narrative_state(stores: Stores) -> NarrativeState:
 def _build(stores: Stores, state: Hashable) -> NarrativeState:
     graph = stores.graph
     passages = sort_by_position(graph.nodes(NodeKind.PASSAGE))
-    table = build_table(
-        passages, stores.matrix(passages), graph.nodes(NodeKind.MENTION), graph.nodes(NodeKind.EVENT)
-    )
-    lexical = stores.lexical()
+    ids = [p.id for p in passages]
+    key = passage_file.content_key(stores, state)
+    stored = passage_file.read(stores, key, ids)
+    if stored is not None:
+        table, metadata = passage_file.decode(stored, stores.matrix(passages))
+    else:
+        table = build_table(
+            passages, stores.matrix(passages), graph.nodes(NodeKind.MENTION),
+            graph.nodes(NodeKind.EVENT),
+        )
+        metadata = chunk_metadata(stores, (p.chunk_id for p in passages))
+        passage_file.write(stores, key, passage_file.encode(table, metadata))
+    lexical = stores.lexical(passages)
     if lexical.ids != table.ids:  # the graph changed between the two reads: align them
         lexical = LexicalIndex.build(table.ids, [p.text for p in passages])
-    return NarrativeState(
-        state, table, lexical, tuple(passages), chunk_metadata(stores, (p.chunk_id for p in passages))
-    )
+    return NarrativeState(state, table, lexical, tuple(passages), metadata)
 
 
 _CACHE: StateCache[NarrativeState] = StateCache(_build)
+
+
+def save_read_model(stores: Stores) -> None:
+    """Derive and persist the read model of the stores' current content now (``e2rag index``
+    after its write), so that the next process's first query only reads it."""
+    with stores.reading():
+        narrative_state(stores)
 
 
 def restrict_state(
@@ -72,10 +89,6 @@ def restrict_state(
         kept = renumber[found]
         if (kept >= 0).any():
             names[name] = kept[kept >= 0]
-    name_words: dict[str, set[str]] = {}
-    for name in names:
-        for word in name.split():
-            name_words.setdefault(word, set()).add(name)
     events = {}
     for lemma, found_events in table.events.items():
         kept_events = [(int(renumber[r]), who) for r, who in found_events if renumber[r] >= 0]
@@ -92,7 +105,7 @@ def restrict_state(
         doc_of=table.doc_of[rows],
         vectors=table.vectors[rows],
         names=names,
-        name_words=name_words,
+        name_words=name_words(names),
         events=events,
         starts=[table.starts[r] for r in rows],
         named=table.named,

@@ -22,6 +22,7 @@ import threading
 from collections import Counter
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Hashable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
@@ -133,6 +134,11 @@ class Stores:
 
     # -- reads ----------------------------------------------------------------------------------
     @property
+    def home(self) -> Optional[Path]:
+        """The store's ``e2rag/`` folder (None in memory): where derived read models persist."""
+        return self.locks.home
+
+    @property
     def version(self) -> Hashable:
         """Changes with every write to the graph (the key of every derived read model)."""
         return self.graph.version
@@ -194,13 +200,15 @@ class Stores:
                     pairs.append((node, found))
         return pairs
 
-    def lexical(self) -> LexicalIndex:
-        """BM25 over the passages in story order, rebuilt only when the graph changed."""
+    def lexical(self, passages: Optional[Sequence[GraphNode]] = None) -> LexicalIndex:
+        """BM25 over the passages in story order, rebuilt only when the graph changed;
+        ``passages``: those passages, when the caller has just read them from the graph."""
         version = self.version
         with self._lock:
             if self._lexical is not None and self._lexical_version == version:
                 return self._lexical
-            passages = sort_by_position(self.graph.nodes(NodeKind.PASSAGE))
+            if passages is None:
+                passages = sort_by_position(self.graph.nodes(NodeKind.PASSAGE))
             ids = [p.id for p in passages]
             if self._lexical is None or self._lexical.ids != ids:
                 self._lexical = LexicalIndex.build(ids, [p.text for p in passages])

@@ -3,6 +3,7 @@ skipped), ``--encoding``, and messages that say what to run rather than what to 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -192,3 +193,20 @@ def test_help_texts_show_no_rst_markup(capsys: pytest.CaptureFixture[str]) -> No
     texts = [parser.format_help()] + [sub.format_help() for sub in commands.values()]
     assert len(texts) > 5
     assert not any("``" in text or ":func:" in text for text in texts)
+
+
+def test_index_saves_the_narrative_read_model_of_what_it_wrote(plain_store: Path) -> None:
+    from llama_index_e2rag.retrievers import passage_file
+    from llama_index_e2rag.retrievers.passage_cache import narrative_state
+    from llama_index_e2rag.schema import sort_by_position
+
+    index = load_store(plain_store)
+    stores = index.stores
+    with stores.reading():
+        passages = sort_by_position(stores.graph.nodes(NodeKind.PASSAGE))
+        key = passage_file.content_key(stores, stores.version)
+        saved = passage_file.read(stores, key, [p.id for p in passages])
+        assert saved is not None  # written by `e2rag index`, for the state it committed
+        state = narrative_state(stores)
+    rebuilt = passage_file.encode(state.table, state.chunk_metadata)
+    assert saved == json.loads(json.dumps(rebuilt))  # (tuples are lists in JSON)

@@ -1,0 +1,140 @@
+"""The ``narrative`` mode's read model on disk, so a new process does not rebuild it.
+
+Building the passage table reads every mention and event of the graph and places each one (at
+100k words: 29k nodes, ~2 s, most of a cold ``e2rag query``). What it derives depends only on the
+graph's content, so it is written once per content state into the store's ``e2rag/readmodels/``
+folder (``e2rag index`` writes it after indexing; otherwise the first query after a write does)
+and read back by the next process in a few milliseconds.
+
+The file is derived data and trusted only when everything matches: its format, the graph's
+content state it was built from (``GraphStore.version`` and a digest of the documents' committed
+records, which change with every write), the passage ids the graph holds now, and a checksum of
+its own body. Anything else (missing, older, damaged, unwritable folder) means: build from the
+graph as before. Vectors are not copied into it; they are read from the vector store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Hashable, Optional, Sequence
+
+import numpy as np
+
+from llama_index_e2rag.disk.files import atomic_write_text
+from llama_index_e2rag.ranking.passages import PassageTable, name_words, unit_rows
+from llama_index_e2rag.stores.port import Stores
+
+logger = logging.getLogger(__name__)
+
+#: The folder of persisted read models, inside the store's ``e2rag/`` folder.
+READ_MODELS_DIR = "readmodels"
+#: Two JSON lines: the content key and the SHA-256 of the second line, then the model.
+NARRATIVE_FILE = "narrative.jsonl"
+#: Bumped when the encoding or what the table holds changes: an older file is rebuilt.
+FORMAT = 1
+
+
+def content_key(stores: Stores, state: Hashable) -> str:
+    """What the read model was built from: the graph's version and its documents' records."""
+    records = json.dumps(stores.graph.doc_records(), sort_keys=True, default=str)
+    digest = hashlib.sha256(records.encode("utf-8")).hexdigest()
+    return f"{FORMAT}:{state}:{digest}"
+
+
+def model_path(stores: Stores) -> Optional[Path]:
+    """Where ``stores`` keep the narrative read model (None: not persisted in a folder)."""
+    home = stores.home
+    return home / READ_MODELS_DIR / NARRATIVE_FILE if home is not None else None
+
+
+def encode(table: PassageTable, chunk_metadata: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The table (without its vectors) and the chunks' metadata as JSON values."""
+    return {
+        "ids": table.ids,
+        "doc_of": table.doc_of.tolist(),
+        "starts": table.starts,
+        "names": {name: rows.tolist() for name, rows in table.names.items()},
+        "events": {
+            lemma: [[row, sorted(who)] for row, who in found]
+            for lemma, found in table.events.items()
+        },
+        "named": sorted(table.named),
+        "typed": {
+            kind: {name: rows.tolist() for name, rows in by_name.items()}
+            for kind, by_name in table.typed.items()
+        },
+        "lengths": [[doc, n] for doc, n in table.lengths.items()],
+        "headings": [[doc, list(found)] for doc, found in table.headings.items()],
+        "chunk_metadata": chunk_metadata,
+    }
+
+
+def decode(
+    data: dict[str, Any], vectors: np.ndarray
+) -> tuple[PassageTable, dict[str, dict[str, Any]]]:
+    """``encode``'s inverse, with the passages' ``vectors`` (rows in the table's order)."""
+
+    def rows(found: Sequence[int]) -> np.ndarray:
+        return np.array(found, dtype=np.int64)
+
+    names = {name: rows(found) for name, found in data["names"].items()}
+    table = PassageTable(
+        ids=list(data["ids"]),
+        doc_of=np.array(data["doc_of"], dtype=np.int64),
+        vectors=unit_rows(vectors),
+        names=names,
+        name_words=name_words(names),
+        events={
+            lemma: [(int(row), frozenset(who)) for row, who in found]
+            for lemma, found in data["events"].items()
+        },
+        starts=[(int(doc), int(offset)) for doc, offset in data["starts"]],
+        named=set(data["named"]),
+        typed={
+            kind: {name: rows(found) for name, found in by_name.items()}
+            for kind, by_name in data["typed"].items()
+        },
+        lengths={int(doc): int(n) for doc, n in data["lengths"]},
+        headings={
+            int(doc): tuple((int(offset), str(text)) for offset, text in found)
+            for doc, found in data["headings"]
+        },
+    )
+    return table, data["chunk_metadata"]
+
+
+def read(stores: Stores, key: str, ids: Sequence[str]) -> Optional[dict[str, Any]]:
+    """The persisted model of content ``key`` whose passages are ``ids``, else None."""
+    path = model_path(stores)
+    if path is None or not path.is_file():
+        return None
+    try:
+        head, body = path.read_text(encoding="utf-8").split("\n", 1)
+        meta = json.loads(head)
+        if meta.get("key") != key:
+            return None
+        if hashlib.sha256(body.encode("utf-8")).hexdigest() != meta.get("sha256"):
+            logger.warning("%s is damaged; the narrative read model is rebuilt", path)
+            return None
+        data = json.loads(body)
+    except (OSError, ValueError) as exc:
+        logger.warning("%s is unreadable (%s); the narrative read model is rebuilt", path, exc)
+        return None
+    return data if data.get("ids") == list(ids) else None
+
+
+def write(stores: Stores, key: str, data: dict[str, Any]) -> None:
+    """Persist the model for the next process (atomically); a folder that cannot be written
+    only costs that process the build."""
+    path = model_path(stores)
+    if path is None:
+        return
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    head = json.dumps({"key": key, "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()})
+    try:
+        atomic_write_text(path, f"{head}\n{body}")
+    except OSError as exc:
+        logger.info("the narrative read model was not saved in %s (%s)", path, exc)
