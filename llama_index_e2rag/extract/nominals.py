@@ -7,7 +7,9 @@ sense is a person, with the gender that sense has ("sister" f, "captain" either)
 stands for a named person only where the text says so, never by a guess:
 
 - an appositive to the name ("Mr. Hale, the clergyman, ...");
-- a title used alone for the person last named with it ("Captain Wentworth ... the captain").
+- a title used alone for the person last named with it ("Captain Wentworth ... the captain");
+- the same definite phrase again, for the person it was first said of ("Mr. Hale, the
+  clergyman, ... The clergyman sighed").
 
 Any other nominal is a person mention of its own ("the old man"), kept apart from the
 characters (whose names come from capitalised words, extract/characters.py).
@@ -58,12 +60,20 @@ def nominals(doc: Any, people: Antecedents) -> list[Nominal]:
     noun chunks miss heads parsed as appositions of a name or as adverbials)."""
     in_name = {i for e in doc.ents if e.label_ not in COUNTS for i in range(e.start, e.end)}
     found = []
+    said: dict[str, Person] = {}  # "the clergyman" -> the person a definite one was said of
     for tok in doc:
         if tok.pos_ != "NOUN" or tok.dep_ in _MODIFIER_DEPS or tok.i in in_name:
             continue  # "Mrs. Hale's sister" is one: its head is no name's
         gender = person_noun(tok.lemma_)
-        if gender is not None:
-            found.append(Nominal(tok.left_edge.i, tok.i + 1, tok.i, gender, _named(tok, people)))
+        if gender is None:
+            continue
+        definite = tok.tag_ == "NN" and any(
+            c.dep_ == "det" and c.lower_ == "the" for c in tok.children
+        )
+        person = _named(tok, people) or (said.get(tok.lemma_.lower()) if definite else None)
+        if person is not None and definite:
+            said[tok.lemma_.lower()] = person
+        found.append(Nominal(tok.left_edge.i, tok.i + 1, tok.i, gender, person))
     return found
 
 

@@ -68,6 +68,15 @@ def test_a_nominal_names_a_person_only_where_the_text_says_so(nlp: Any) -> None:
     assert found["The doctor"] == "doctor"  # no Doctor named before
 
 
+@pytest.mark.parametrize("noun", ["clergyman", "stranger", "widow", "doctor"])
+def test_the_same_definite_phrase_again_is_the_person_it_was_said_of(nlp: Any, noun: str) -> None:
+    text = (f"Mr. Pell, the {noun}, came in with Captain Harville. Captain Harville bowed. "
+            f"The {noun} sat down. A {noun} was at the door.")
+    found = _nominals(nlp, text)
+    assert found[f"The {noun}"] == "Mr. Pell"
+    assert found[f"A {noun}"] == noun  # an indefinite one is somebody new
+
+
 def test_a_named_persons_phrase_is_a_person_and_its_name_still_a_name(nlp: Any) -> None:
     text = "Mrs. Hale's sister wrote to the widow. Mrs. Hale read the letter."
     found = _nominals(nlp, text)
