@@ -22,6 +22,7 @@ from llama_index.core.indices.base import BaseIndex
 from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, Document, TransformComponent
+from llama_index.core.settings import Settings
 from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
@@ -53,6 +54,15 @@ __all__ = [
     "E2RAGIndexStruct",
     "validate_document",
 ]
+
+
+class _FromSettings:
+    """Given to ``BaseIndex.__init__`` as the index's transformations when the caller gave
+    none, so that it does not read ``Settings.transformations`` there (see
+    ``E2RAGIndex._transformations``)."""
+
+
+_FROM_SETTINGS: Any = _FromSettings()
 
 
 def _models_property(name: str, doc: str) -> Any:
@@ -155,9 +165,24 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             index_struct=index_struct,
             storage_context=storage_context,
             callback_manager=callback_manager,
+            transformations=kwargs.pop("transformations", None) or _FROM_SETTINGS,
             show_progress=show_progress,
             **kwargs,
         )
+
+    @property
+    def _transformations(self) -> list[TransformComponent]:
+        """llama-index's ingestion transformations of this index, read from ``Settings`` only
+        when asked: its default, a ``SentenceSplitter``, loads tiktoken's vocabulary (~0.5 s of
+        every load), and this index never runs them (inserts chunk with the index's own
+        splitter, ``extract.chunking``)."""
+        if self._given_transformations is None:
+            self._given_transformations = Settings.transformations
+        return self._given_transformations
+
+    @_transformations.setter
+    def _transformations(self, value: Any) -> None:
+        self._given_transformations = None if value is _FROM_SETTINGS else value
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod

@@ -84,6 +84,7 @@ class EngineFactory:
                 self.models.embed_model,
                 answer_llm,
                 streaming=streaming,
+                stores=self.stores,
                 **engine_kwargs,
             )
         if hyde is not None:
@@ -98,6 +99,7 @@ class EngineFactory:
             self.models.embed_model,
             answer_llm,
             streaming=streaming,
+            stores=self.stores,
             **engine_kwargs,
         )
 

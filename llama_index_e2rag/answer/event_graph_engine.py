@@ -32,6 +32,7 @@ from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.extract.event_graph.prompts import ENRICH_PROMPT
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.retrievers.event_graph import EventGraphRetriever
+from llama_index_e2rag.stores.port import Stores
 
 #: Sections of figure 8's ``{evidence}``, in the order the paper ranks them.
 _SECTIONS = (("event", "Events"), ("path", "Paths"), ("entity", "Entities"), ("chunk", "Chunks"))
@@ -200,10 +201,12 @@ def build_event_graph_engine(
     embed_model: BaseEmbedding,
     llm: Optional[LLM],
     streaming: bool = False,
+    stores: Optional[Stores] = None,
     **engine_kwargs: Any,
 ) -> EventGraphQueryEngine:
     """The ``mode="event_graph"`` query engine: two LLM stages with ``llm`` (the retriever's
-    runner should wrap the same LLM, for the draft), the extractive answer without one.
+    runner should wrap the same LLM, for the draft), the extractive answer without one (with
+    the vectors ``stores`` hold).
 
     ``engine_kwargs`` are those of ``as_query_engine``: ``node_postprocessors`` and
     ``callback_manager`` apply; a ``response_synthesizer`` of your own writes the answer from the
@@ -240,5 +243,6 @@ def build_event_graph_engine(
         graph_store=graph,
         streaming=streaming,
         callback_manager=callback_manager,
+        stores=stores,
     )
     return EventGraphQueryEngine(retriever, synthesizer=offline, **common)

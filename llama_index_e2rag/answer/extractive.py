@@ -4,7 +4,8 @@
 ``RetrieverQueryEngine`` wherever an LLM synthesizer would. It splits the retrieved nodes into
 sentences (nodes that already are sentences, like the grounded retriever's, stay whole), scores
 them by relevance (cosine similarity to the query with the index's embedding model, or the
-retriever's score), then reads the question the way an answer is looked for: its content words
+retriever's score; the question's vector is the one retrieval computed, and a sentence the index
+embedded as one of its sentence nodes is not embedded again), then reads the question the way an answer is looked for: its content words
 (lemmas) must be in the sentence, and a *who/where/when/why* question wants a sentence offering a
 new person, place, time or cause (``answer_types``). Each sentence is printed with its document
 and position, e.g.::
@@ -14,6 +15,7 @@ and position, e.g.::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import asdict, dataclass
 from typing import Any, AsyncGenerator, Generator, Literal, Optional, Sequence
@@ -27,6 +29,7 @@ from llama_index.core.base.response.schema import (
     StreamingResponse,
 )
 from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import (
     MetadataMode,
@@ -42,6 +45,7 @@ from llama_index_e2rag.answer.reading import (
 from llama_index_e2rag.context.keys import RESPONSE_EVIDENCE_KEY
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
+from llama_index_e2rag.extract.linking import chunk_node_id
 from llama_index_e2rag.extract.spacy_model import SPACY_MODEL, load_spacy
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.llm.no_llm import NoLLM
@@ -49,6 +53,7 @@ from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.context.story_position import (
     StoryMap, describe_position, source_name, story_map)
 from llama_index_e2rag.retrievers.parsing import extractors_parser
+from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.text import split_sentences
 
 logger = logging.getLogger(__name__)
@@ -108,7 +113,9 @@ class ExtractiveSynthesizer(BaseSynthesizer):
     one from the top passage. ``"score"`` keeps the retriever's order untouched.
     ``graph_store`` lets positions be shown as chapter and share of the document ("Chapter 3 ·
     93% through the story"); without it only character offsets are shown. ``order="story"``
-    lists the chosen sentences in narrative order instead of best first.
+    lists the chosen sentences in narrative order instead of best first. ``stores`` (the
+    index's) lend the vectors of the candidates the index embedded already (its sentence nodes,
+    the same texts), so only the rest is embedded.
     """
 
     def __init__(
@@ -123,6 +130,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         weights: Optional["AnswerWeights"] = None,
         callback_manager: Optional[CallbackManager] = None,
         streaming: bool = False,
+        stores: Optional[Stores] = None,
     ) -> None:
         if top_n < 1:
             raise ValueError(f"top_n must be at least 1, got {top_n}")
@@ -131,10 +139,13 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         if rank_by not in ("auto", "similarity", "score"):
             raise ValueError(f"rank_by must be 'auto', 'similarity' or 'score', got {rank_by!r}")
         # BaseSynthesizer sizes prompts from an LLM's metadata and would otherwise resolve
-        # llama-index's OpenAI default; NoLLM satisfies it and is never called here.
+        # llama-index's OpenAI default; NoLLM satisfies it and is never called here. No prompt
+        # is ever sized either: prompt helpers counting words spare loading tiktoken (~0.5 s).
         super().__init__(
             llm=NoLLM(),
             callback_manager=callback_manager,
+            prompt_helper=PromptHelper(tokenizer=str.split),
+            chat_prompt_helper=ChatPromptHelper(tokenizer=str.split),
             streaming=streaming,
             empty_response="No evidence was retrieved for this question.",
         )
@@ -147,12 +158,15 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         self._spacy_model = spacy_model
         self._weights = weights or AnswerWeights()
         self._story_maps: dict[str, Optional[StoryMap]] = {}
+        self._stores = stores
 
     @classmethod
     def from_index(cls, index: Any, **kwargs: Any) -> "ExtractiveSynthesizer":
-        """Use the index's embedding model, graph (for story positions) and spaCy pipeline."""
+        """Use the index's embedding model, graph (for story positions), stored vectors and
+        spaCy pipeline."""
         kwargs.setdefault("embed_model", getattr(index, "embed_model", None))
         kwargs.setdefault("graph_store", getattr(index, "graph_store", None))
+        kwargs.setdefault("stores", getattr(index, "stores", None))
         kwargs.setdefault("spacy_model", extractors_parser(getattr(index, "extractors", ())).model)
         return cls(**kwargs)
 
@@ -173,7 +187,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
     ) -> RESPONSE_TYPE:
         """Overridden so positions and sources in node metadata reach the answer."""
         query_str, candidates = _query_str(query), self._candidates(nodes)
-        evidence = self._rank(query_str, candidates, self._vectors(query_str, candidates))
+        evidence = self._rank(query_str, candidates, self._vectors(query, candidates, nodes))
         return self._respond(query_str, evidence, nodes, additional_source_nodes, is_async=False)
 
     async def asynthesize(
@@ -186,9 +200,17 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         query_str, candidates = _query_str(query), self._candidates(nodes)
         vectors: Optional[_Vectors] = None
         if self._embed_model is not None and self._by_similarity(candidates):
+            stored = await asyncio.to_thread(self._stored, candidates, nodes)
+            missing = [c.text for i, c in enumerate(candidates) if i not in stored]
+            given = _given(query)
             vectors = (
-                await self._embed_model.aget_query_embedding(query_str),
-                await self._embed_model.aget_text_embedding_batch([c.text for c in candidates]),
+                given if given is not None
+                else await self._embed_model.aget_query_embedding(query_str),
+                _aligned(
+                    stored,
+                    await self._embed_model.aget_text_embedding_batch(missing) if missing else [],
+                    len(candidates),
+                ),
             )
         evidence = self._rank(query_str, candidates, vectors)
         return self._respond(query_str, evidence, nodes, additional_source_nodes, is_async=True)
@@ -277,18 +299,59 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         against the question; empty without spaCy. Public so that ``AnswerWeights`` can be
         fitted without parsing each question again for every candidate weighting."""
         query_str, candidates = _query_str(query), self._candidates(nodes)
-        ranked = _by_relevance(candidates, self._vectors(query_str, candidates))[:MAX_PARSED]
+        ranked = _by_relevance(candidates, self._vectors(query, candidates, nodes))[:MAX_PARSED]
         nlp = self._nlp() if ranked else None
         return [] if nlp is None else list(zip(ranked, read_candidates(nlp, query_str, ranked)))
 
-    def _vectors(self, query_str: str, candidates: list[Evidence]) -> Optional[_Vectors]:
-        """The query's and the candidates' embeddings, when relevance is a cosine."""
+    def _vectors(
+        self, query: QueryType, candidates: list[Evidence], nodes: Sequence[NodeWithScore]
+    ) -> Optional[_Vectors]:
+        """The query's and the candidates' embeddings, when relevance is a cosine: the query's
+        from its bundle when retrieval put it there, the candidates' from the stores where the
+        index embedded the same sentence; the rest embedded now."""
         if self._embed_model is None or not self._by_similarity(candidates):
             return None
+        stored = self._stored(candidates, nodes)
+        missing = [c.text for i, c in enumerate(candidates) if i not in stored]
+        given = _given(query)
         return (
-            self._embed_model.get_query_embedding(query_str),
-            self._embed_model.get_text_embedding_batch([c.text for c in candidates]),
+            given if given is not None else self._embed_model.get_query_embedding(_query_str(query)),
+            _aligned(
+                stored,
+                self._embed_model.get_text_embedding_batch(missing) if missing else [],
+                len(candidates),
+            ),
         )
+
+    def _stored(
+        self, candidates: list[Evidence], nodes: Sequence[NodeWithScore]
+    ) -> dict[int, list[float]]:
+        """Stored vectors of the candidates (by position) that are sentence nodes of the index
+        with the same text: a retrieved sentence itself, or a sentence of a passage or chunk that
+        the grounded extractor read at the same place in the chunk the result names. The vector
+        of the same text is the same (the offline embedding gives a text the same vector in any
+        batch), so the answer does not change; it is only not computed twice."""
+        if self._stores is None:
+            return {}
+        wanted: dict[str, int] = {}
+        for i, item in enumerate(candidates):
+            node = nodes[item.rank].node
+            meta = node.metadata or {}
+            if meta.get("kind") == NodeKind.SENTENCE.value:
+                wanted[node.node_id] = i
+            elif None not in (item.doc_id, item.doc_order, item.char_offset):
+                chunk = meta.get("chunk_id") or node.node_id
+                # the grounded extractor's sentence nodes: (doc order, start, 0) in their chunk
+                pos = (item.doc_order, item.char_offset, 0)
+                wanted[chunk_node_id(item.doc_id, chunk, NodeKind.SENTENCE, pos, item.text)] = i
+        same = [
+            n.id for n in self._stores.graph.get_nodes(list(wanted))
+            if " ".join(n.text.split()) == candidates[wanted[n.id]].text
+        ]
+        return {
+            wanted[node_id]: vector.tolist()
+            for node_id, vector in self._stores.embeddings(same).items()
+        }
 
     def _nlp(self) -> Any:
         """The spaCy pipeline (shared with the grounded extractor), None when not installed."""
@@ -354,6 +417,22 @@ def _by_relevance(candidates: list[Evidence], embeddings: Optional[_Vectors]) ->
 
 def _query_str(query: QueryType) -> str:
     return query.query_str if isinstance(query, QueryBundle) else str(query)
+
+
+def _given(query: QueryType) -> Optional[list[float]]:
+    """The question's embedding when its bundle carries one (retrieval puts it there); not the
+    blend of a bundle's ``custom_embedding_strs``, which is not the question's own."""
+    if isinstance(query, QueryBundle) and not query.custom_embedding_strs:
+        return query.embedding
+    return None
+
+
+def _aligned(
+    stored: dict[int, list[float]], fresh: list[list[float]], count: int
+) -> list[list[float]]:
+    """Candidate vectors in candidate order: the stored ones, and ``fresh`` for the rest."""
+    rest = iter(fresh)
+    return [stored[i] if i in stored else next(rest) for i in range(count)]
 
 
 def _node_position(node: Any) -> tuple[Optional[int], Optional[int]]:

@@ -33,6 +33,7 @@ from llama_index_e2rag.answer.extractive import ExtractiveSynthesizer
 from llama_index_e2rag.context.evidence import ContextOrder, bundle_from_retrieved
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.stores.port import Stores
 
 NARRATIVE_QA_PROMPT = PromptTemplate(
     """You answer questions about a long narrative. The context below holds passages of the \
@@ -186,13 +187,14 @@ def build_query_engine(
     embed_model: BaseEmbedding,
     answer_llm: Optional[LLM] = None,
     streaming: bool = False,
+    stores: Optional[Stores] = None,
     **engine_kwargs: Any,
 ) -> RetrieverQueryEngine:
     """``RetrieverQueryEngine`` over ``retriever`` with the narrative prompt.
 
     ``answer_llm`` answers from the assembled narrative context (``graph`` supplies the
     subgraph); without one, answers are extractive (best evidence sentences with their
-    positions, ranked with ``embed_model``). ``engine_kwargs`` are ``from_args``'s:
+    positions, ranked with ``embed_model`` and the vectors ``stores`` hold). ``engine_kwargs`` are ``from_args``'s:
     ``node_postprocessors``, ``callback_manager``, a ``response_synthesizer`` of your own (used
     as given), or the synthesizer's (``response_mode``, ``text_qa_template`` …; these need an
     LLM). The answer is llama-index's call to ``answer_llm``, not ``LLMRunner``'s, so the
@@ -213,6 +215,7 @@ def build_query_engine(
             graph_store=graph,
             streaming=streaming,
             callback_manager=callback_manager,
+            stores=stores,
         )
     elif synthesizer is None:
         synth_args = {k: v for k, v in engine_kwargs.items() if k in _SYNTH_DEFAULTS}

@@ -9,7 +9,8 @@ an event loop (``run_blocking``; it never suspends, since every wait in it is a 
 so the sync API works from threads and inside running loops alike; the async path awaits the
 embed model, the vector stores and the LLM for real, and runs CPU or store work that has no
 async form in a thread (``io.offload``). ``query_bundle.embedding``, when the caller gives one, is
-the query's embedding in every mode (``_query_embedding``): the embed model is not asked for it.
+the query's embedding in every mode (``_query_embedding``): the embed model is not asked for it;
+otherwise the one computed is kept there, as llama-index's vector retrievers do.
 
 A retrieval reads the graph, the vectors and the chunks many times; a commit landing between two
 of those reads would mix two states (a node found by search whose rows are gone, say). Each
@@ -154,16 +155,21 @@ class StoresRetriever(BaseRetriever):
     async def _query_embedding(self, query: QueryBundle, io: RetrievalIO) -> Embedding:
         """The caller's ``query.embedding`` when given (the embed model is not asked), else the
         embed model's: of the query text, or the mean over ``custom_embedding_strs`` when the
-        caller gave several (llama-index's ``QueryBundle`` convention)."""
-        if query.embedding is not None:
-            return query.embedding
-        texts = query.embedding_strs or [query.query_str]
-        if len(texts) == 1:
-            return (await io.embed_queries(self._embed_model, texts))[0]
-        model = self._embed_model
-        return await io.call(
-            model.get_agg_embedding_from_queries, model.aget_agg_embedding_from_queries, texts
-        )
+        caller gave several (llama-index's ``QueryBundle`` convention). Kept in the bundle, as
+        llama-index's vector retrievers keep it, so that the answer synthesizer reading the same
+        bundle does not embed the question again."""
+        if query.embedding is None:
+            texts = query.embedding_strs or [query.query_str]
+            model = self._embed_model
+            if len(texts) == 1:
+                query.embedding = (await io.embed_queries(model, texts))[0]
+            else:
+                query.embedding = await io.call(
+                    model.get_agg_embedding_from_queries,
+                    model.aget_agg_embedding_from_queries,
+                    texts,
+                )
+        return query.embedding
 
     def _scope(self) -> Optional[DocScope]:
         """The documents this retrieval may use (``None``: all); resolved per retrieval, since

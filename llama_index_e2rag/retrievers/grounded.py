@@ -34,8 +34,8 @@ from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
 from llama_index_e2rag.context.keys import POS_KEY, POSITION_KEY, bookkeeping_keys
 from llama_index_e2rag.context.evidence import ContextOrder, format_position
+from llama_index_e2rag.stores.grounded_layout import CANDIDATE_KINDS
 from llama_index_e2rag.stores.node_embeddings import (
-    CANDIDATE_KINDS,
     EMBEDDING_VARIANTS,
     EmbeddingVariant,
     NodeEmbeddingCache,

@@ -1,36 +1,26 @@
 """The ``narrative`` mode's read model on disk, so a new process does not rebuild it.
 
 Building the passage table reads every mention and event of the graph and places each one (at
-100k words: 29k nodes, ~2 s, most of a cold ``e2rag query``). What it derives depends only on the
-graph's content, so it is written once per content state into the store's ``e2rag/readmodels/``
-folder (``e2rag index`` writes it after indexing; otherwise the first query after a write does)
-and read back by the next process in a few milliseconds.
+100k words: 29k nodes, ~2 s, most of a cold ``e2rag query``). It is persisted per content state
+(``stores.read_model_file``: ``e2rag index`` writes it after indexing; otherwise the first query
+after a write does) and read back by the next process in a few milliseconds.
 
-The file is derived data and trusted only when everything matches: its format, the graph's
-content state it was built from (``GraphStore.version`` and a digest of the documents' committed
-records, which change with every write), the passage ids the graph holds now, and a checksum of
-its own body. Anything else (missing, older, damaged, unwritable folder) means: build from the
-graph as before. Vectors are not copied into it; they are read from the vector store.
+Besides the content key and checksum every read model has, the file must name the passage ids
+the graph holds now. Vectors are not copied into it; they are read from the vector store.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-from pathlib import Path
 from typing import Any, Hashable, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.disk.files import atomic_write_text
 from llama_index_e2rag.ranking.passages import PassageTable, name_words, unit_rows
+from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.port import Stores
 
-logger = logging.getLogger(__name__)
-
 #: The folder of persisted read models, inside the store's ``e2rag/`` folder.
-READ_MODELS_DIR = "readmodels"
+READ_MODELS_DIR = read_model_file.READ_MODELS_DIR
 #: Two JSON lines: the content key and the SHA-256 of the second line, then the model.
 NARRATIVE_FILE = "narrative.jsonl"
 #: Bumped when the encoding or what the table holds changes: an older file is rebuilt.
@@ -39,15 +29,7 @@ FORMAT = 1
 
 def content_key(stores: Stores, state: Hashable) -> str:
     """What the read model was built from: the graph's version and its documents' records."""
-    records = json.dumps(stores.graph.doc_records(), sort_keys=True, default=str)
-    digest = hashlib.sha256(records.encode("utf-8")).hexdigest()
-    return f"{FORMAT}:{state}:{digest}"
-
-
-def model_path(stores: Stores) -> Optional[Path]:
-    """Where ``stores`` keep the narrative read model (None: not persisted in a folder)."""
-    home = stores.home
-    return home / READ_MODELS_DIR / NARRATIVE_FILE if home is not None else None
+    return read_model_file.content_key(stores, state, FORMAT)
 
 
 def encode(table: PassageTable, chunk_metadata: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -108,33 +90,10 @@ def decode(
 
 def read(stores: Stores, key: str, ids: Sequence[str]) -> Optional[dict[str, Any]]:
     """The persisted model of content ``key`` whose passages are ``ids``, else None."""
-    path = model_path(stores)
-    if path is None or not path.is_file():
-        return None
-    try:
-        head, body = path.read_text(encoding="utf-8").split("\n", 1)
-        meta = json.loads(head)
-        if meta.get("key") != key:
-            return None
-        if hashlib.sha256(body.encode("utf-8")).hexdigest() != meta.get("sha256"):
-            logger.warning("%s is damaged; the narrative read model is rebuilt", path)
-            return None
-        data = json.loads(body)
-    except (OSError, ValueError) as exc:
-        logger.warning("%s is unreadable (%s); the narrative read model is rebuilt", path, exc)
-        return None
-    return data if data.get("ids") == list(ids) else None
+    data = read_model_file.read(stores, NARRATIVE_FILE, key)
+    return data if isinstance(data, dict) and data.get("ids") == list(ids) else None
 
 
 def write(stores: Stores, key: str, data: dict[str, Any]) -> None:
-    """Persist the model for the next process (atomically); a folder that cannot be written
-    only costs that process the build."""
-    path = model_path(stores)
-    if path is None:
-        return
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    head = json.dumps({"key": key, "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()})
-    try:
-        atomic_write_text(path, f"{head}\n{body}")
-    except OSError as exc:
-        logger.info("the narrative read model was not saved in %s (%s)", path, exc)
+    """Persist the model for the next process (atomically, or not at all)."""
+    read_model_file.write(stores, NARRATIVE_FILE, key, data)

@@ -163,11 +163,15 @@ class Stores:
 
     def matrix(self, nodes: Sequence[GraphNode]) -> np.ndarray:
         """Rows of unit vectors aligned with ``nodes``; a node without a vector gets zeros."""
-        found = self.embeddings([n.id for n in nodes])
+        return self.matrix_of([n.id for n in nodes])
+
+    def matrix_of(self, ids: Sequence[str]) -> np.ndarray:
+        """Rows of unit vectors aligned with node ``ids``; an id without a vector gets zeros."""
+        found = self.embeddings(ids)
         dim = len(next(iter(found.values()))) if found else 0
-        out = np.zeros((len(nodes), dim), dtype=np.float32)
-        for row, node in enumerate(nodes):
-            vector = found.get(node.id)
+        out = np.zeros((len(ids), dim), dtype=np.float32)
+        for row, node_id in enumerate(ids):
+            vector = found.get(node_id)
             if vector is not None:
                 out[row] = vector
         return out

@@ -1,0 +1,76 @@
+"""A derived read model on disk, one file per model, trusted only for the content it was built from.
+
+Retrievers derive read models from the whole graph (the ``narrative`` mode's passage table,
+``grounded``'s node matrices); at 100k words each costs seconds, which every new process would
+pay again. What they derive depends only on the graph's content, so each is written once per
+content state into the store's ``e2rag/readmodels/`` folder and read back in milliseconds.
+
+A file is two lines: a JSON head (the content key and the SHA-256 of the body), then the body
+(the model as one JSON value). It is trusted only when the key matches the graph's content state
+now (``GraphStore.version`` and a digest of the documents' committed records, which change with
+every write) and the body its checksum; anything else (missing, older, damaged, an unwritable
+folder) means: build from the graph as before. Writes are atomic, so a reader never sees half.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Hashable, Optional
+
+from llama_index_e2rag.disk.files import atomic_write_text
+from llama_index_e2rag.stores.port import Stores
+
+logger = logging.getLogger(__name__)
+
+#: The folder of persisted read models, inside the store's ``e2rag/`` folder.
+READ_MODELS_DIR = "readmodels"
+
+
+def content_key(stores: Stores, state: Hashable, model_format: int) -> str:
+    """What a read model is built from: its format, the graph's version and its documents'
+    records."""
+    records = json.dumps(stores.graph.doc_records(), sort_keys=True, default=str)
+    digest = hashlib.sha256(records.encode("utf-8")).hexdigest()
+    return f"{model_format}:{state}:{digest}"
+
+
+def model_path(stores: Stores, name: str) -> Optional[Path]:
+    """Where ``stores`` keep the read model file ``name`` (None: not persisted in a folder)."""
+    home = stores.home
+    return home / READ_MODELS_DIR / name if home is not None else None
+
+
+def read(stores: Stores, name: str, key: str) -> Optional[Any]:
+    """The body of the read model ``name`` when it was built for content ``key``, else None."""
+    path = model_path(stores, name)
+    if path is None or not path.is_file():
+        return None
+    try:
+        head, body = path.read_text(encoding="utf-8").split("\n", 1)
+        meta = json.loads(head)
+        if meta.get("key") != key:
+            return None
+        if hashlib.sha256(body.encode("utf-8")).hexdigest() != meta.get("sha256"):
+            logger.warning("%s is damaged; the read model is rebuilt", path)
+            return None
+        return json.loads(body)
+    except (OSError, ValueError) as exc:
+        logger.warning("%s is unreadable (%s); the read model is rebuilt", path, exc)
+        return None
+
+
+def write(stores: Stores, name: str, key: str, data: Any) -> None:
+    """Persist a read model for the next process (atomically); a folder that cannot be written
+    only costs that process the build."""
+    path = model_path(stores, name)
+    if path is None:
+        return
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    head = json.dumps({"key": key, "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()})
+    try:
+        atomic_write_text(path, f"{head}\n{body}")
+    except OSError as exc:
+        logger.info("the read model was not saved in %s (%s)", path, exc)

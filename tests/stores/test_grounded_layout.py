@@ -1,0 +1,139 @@
+"""The grounded mode's graph layout persisted per content state: read back by the next load
+instead of derived from every mention, event and edge, trusted only while it matches the graph,
+the same ranking; and the node matrix's sums, the same to the bit as before.
+
+Real components: the offline default graph (spaCy), MiniLM, a persisted store in a real folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llama_index.core import Document
+
+from llama_index_e2rag.app.demo import sample_document
+from llama_index_e2rag.index import E2RAGIndex
+from llama_index_e2rag.maintenance.load import load_index
+from llama_index_e2rag.stores import grounded_layout, read_model_file
+from llama_index_e2rag.stores.node_embeddings import basic_embeddings, graph_cache
+
+QUESTIONS = (
+    "Where did Peter lose his shoes?",
+    "Who chased Peter round the garden?",
+    "What did Mrs. Rabbit give Peter?",
+)
+
+
+@pytest.fixture(scope="module")
+def store(minilm, tmp_path_factory) -> Path:
+    """Peter Rabbit indexed offline and persisted; its grounded layout not saved yet."""
+    folder = tmp_path_factory.mktemp("store")
+    index = E2RAGIndex.from_documents([sample_document()], embed_model=minilm)
+    index.storage_context.persist(str(folder))
+    return folder
+
+
+def _ranking(index: E2RAGIndex) -> list[list[tuple[str, float]]]:
+    retriever = index.as_retriever(mode="grounded", similarity_top_k=5)
+    return [[(n.node.node_id, float(n.score)) for n in retriever.retrieve(q)] for q in QUESTIONS]
+
+
+def _no_derive(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the grounded layout was derived from the graph")
+
+    monkeypatch.setattr(grounded_layout, "derive", refuse)
+
+
+def _file(store: Path) -> Path:
+    return store / "e2rag" / read_model_file.READ_MODELS_DIR / grounded_layout.GROUNDED_FILE
+
+
+def _same_layout(a: grounded_layout.GroundedLayout, b: grounded_layout.GroundedLayout) -> bool:
+    left, right = asdict(a), asdict(b)
+    return left.keys() == right.keys() and all(
+        np.array_equal(left[k], right[k]) if isinstance(left[k], np.ndarray)
+        else left[k] == right[k]
+        for k in left
+    )
+
+
+def test_the_first_retrieval_saves_the_layout_and_the_next_load_reads_it(
+    store: Path, minilm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Path(shutil.copytree(store, store.parent / "first"))
+    built = load_index(store, embed_model=minilm)
+    assert not _file(store).exists()
+    expected = _ranking(built)
+    assert _file(store).is_file()
+    derived = grounded_layout.derive(built.graph_store)
+
+    _no_derive(monkeypatch)
+    loaded = load_index(store, embed_model=minilm)
+    assert _ranking(loaded) == expected  # ids and scores, to the bit
+    cache = graph_cache(loaded.stores)
+    assert _same_layout(
+        grounded_layout.decode(grounded_layout.encode(derived)), derived
+    ) and cache.node_ids == derived.node_ids and cache.text_ids == derived.text_ids
+    assert np.array_equal(cache.units, derived.units)
+
+
+def test_a_damaged_or_foreign_layout_is_derived_again_and_saved(
+    store: Path, minilm, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    store = Path(shutil.copytree(store, tmp_path / "store"))
+    expected = _ranking(load_index(store, embed_model=minilm))
+    path = _file(store)
+    text = path.read_text(encoding="utf-8")
+    head, body = text.split("\n", 1)
+    path.write_text(head + "\n" + body.replace('"indptr":[0,', '"indptr":[1,', 1), "utf-8")
+    assert _ranking(load_index(store, embed_model=minilm)) == expected
+    assert path.read_text(encoding="utf-8") == text  # derived from the graph, saved again
+
+    index = load_index(store, embed_model=minilm)
+    key = read_model_file.content_key(index.stores, index.stores.version, grounded_layout.FORMAT)
+    read_model_file.write(index.stores, grounded_layout.GROUNDED_FILE, key, {"other": 1})
+    assert _ranking(load_index(store, embed_model=minilm)) == expected
+    _no_derive(monkeypatch)
+    assert _ranking(load_index(store, embed_model=minilm)) == expected
+
+
+def test_a_write_makes_the_saved_layout_stale(store: Path, minilm, tmp_path: Path) -> None:
+    store = Path(shutil.copytree(store, tmp_path / "store"))
+    index = load_index(store, embed_model=minilm)
+    before = graph_cache(index.stores).node_ids
+    index.insert(Document(text="Benjamin Bunny buried a silver spoon.", id_="benjamin"))
+    after = graph_cache(index.stores).node_ids
+    assert len(after) > len(before)
+    reloaded = load_index(store, embed_model=minilm)
+    assert graph_cache(reloaded.stores).node_ids == after
+    found = reloaded.as_retriever(mode="grounded").retrieve("Who buried the spoon?")
+    assert found[0].node.get_content() == "Benjamin Bunny buried a silver spoon."
+
+
+def test_the_node_matrix_sums_groundings_as_one_scatter_add_does() -> None:
+    """The grounded-text sums are those of ``np.add.at`` over every grounding in CSR order, to
+    the bit: the persisted layout must rank exactly as the graph-built cache did."""
+    rng = np.random.default_rng(7)
+    texts = rng.normal(size=(50, 16)).astype(np.float32)
+    counts = rng.choice([0, 1, 1, 1, 2, 3, 9], size=40)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    indices = np.concatenate(
+        [np.sort(rng.choice(50, size=c, replace=False)) for c in counts]
+    ).astype(np.int64)
+    names = rng.normal(size=(40, 16)).astype(np.float32)
+
+    def unit(matrix: np.ndarray) -> np.ndarray:
+        norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+        return matrix / np.where(norms > 0.0, norms, 1.0)
+
+    sums = np.zeros_like(names)
+    np.add.at(sums, np.repeat(np.arange(40), counts), texts[indices])
+    mixed = np.where((counts > 0)[:, None], 0.3 * unit(names) + 0.7 * unit(sums), unit(names))
+    expected = unit(mixed)
+
+    assert np.array_equal(basic_embeddings(names, indptr, indices, texts, 0.3), expected)
