@@ -35,6 +35,9 @@ from llama_index_e2rag.extract.speakers import (
 from llama_index_e2rag.extract.gender import FEMALE_NAMES, FEMALE_TITLES, MALE_NAMES, MALE_TITLES
 from llama_index_e2rag.schema import normalize_text
 
+#: They/them: a group of people where a plural person phrase just named them.
+PLURAL_WORDS = frozenset("they them their theirs themselves".split())
+GROUP_REACH = 40
 #: Named-entity labels that become mentions even when they fill no role.
 _NAMED = frozenset(
     {"PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART"}
@@ -177,9 +180,11 @@ class DocFrames:
         self._people = Antecedents(doc, self._person_key, _gender_of, self.earlier)
         #: head token -> the person noun phrase there ("his sister", "the captain")
         self._nominals = {n.head: self._nominal_ref(n) for n in nominals(doc, self._people)}
-        #: token index -> the person a quoted I/me/my or you/your stands for (its speaker or
-        #: listener, ``extract/speakers``)
-        self._spoken: dict[int, Who] = self._speech(found) if resolve_pronouns else {}
+        #: token index -> whom a quoted I/me/my or you/your stands for (its speaker or
+        #: listener, ``extract/speakers``), or a they/them/their (a group of people)
+        self._spoken: dict[int, Who] = (
+            {**self._speech(found), **self._groups()} if resolve_pronouns else {}
+        )
         #: token index -> trimmed token range of its sentence (built when first asked)
         self._sentence_range: Optional[dict[int, tuple[int, int]]] = None
         self.frames = [self._frame(tok) for tok in doc if self._is_predicate(tok)]
@@ -248,6 +253,21 @@ class DocFrames:
                     spoken[tok.i] = person
         return spoken
 
+    def _groups(self) -> dict[int, Who]:
+        """they/them/their -> the people a plural person noun phrase names ("The two girls
+        ran. They laughed."), where that phrase is the nearest plural noun before the pronoun,
+        at most ``GROUP_REACH`` tokens back: a nearer plural thing ("the letters") takes it."""
+        found: dict[int, Who] = {}
+        plural: Optional[Any] = None
+        for tok in self.doc:
+            if tok.tag_ in ("NNS", "NNPS") and tok.dep_ not in ("compound", "amod", "nmod"):
+                plural = tok
+            elif (tok.lower_ in PLURAL_WORDS and tok.pos_ == "PRON" and plural is not None
+                  and tok.i - plural.i <= GROUP_REACH and plural.i in self._nominals):
+                group = self._nominals[plural.i]
+                found[tok.i] = (group.key, group.name)
+        return found
+
     def last_people(self) -> list[Person]:
         """The persons this text ends with, for the next chunk's opening pronouns."""
         return self._people.last_people()
@@ -258,7 +278,7 @@ class DocFrames:
 
     def _resolve(self, tok: Any, frame: Optional[Frame]) -> Optional[Ref]:
         """He/him/she/her(self) -> the person it stands for (``pronouns.Antecedents``); a
-        quoted I/you -> its speaker/listener."""
+        quoted I/you -> its speaker/listener; they/them -> the group just named."""
         spoken = self._spoken.get(tok.i)
         if spoken is not None:
             return Ref(spoken[0], spoken[1], "PERSON", tok.idx, tok.idx + len(tok.text), tok.i)
@@ -286,8 +306,9 @@ class DocFrames:
         return Ref(person.key, person.name, "PERSON", tok.idx, tok.idx + len(tok.text), tok.i)
 
     def pronoun_refs(self) -> list[Ref]:
-        """Every resolved he/his/she/her…, every I/me/my outside dialogue (the narrator) and
-        every quoted I/you whose speaker/listener is known, as an occurrence of that person."""
+        """Every resolved he/his/she/her…, every I/me/my outside dialogue (the narrator),
+        every quoted I/you whose speaker/listener is known and every they/them of a group just
+        named, as an occurrence of that person or group."""
         if not self.resolve_pronouns:
             return []
         refs = [

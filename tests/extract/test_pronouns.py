@@ -74,3 +74,24 @@ def test_a_title_inside_another_entity_stays_there(nlp: Any) -> None:
     doc.ents = [Span(doc, 3, 4, label="PERSON")]
     titled_names(doc)
     assert [(e.text, e.label_) for e in doc.ents] == [("Queen Anne", "PERSON")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The two girls ran down the lane. They laughed at their mother.",
+         {("They", "two girls"), ("their", "two girls")}),
+        ("Mr. Hale met the soldiers at the gate, and they saluted him.",
+         {("they", "soldiers"), ("him", "Mr. Hale")}),
+        ("The girls wrote the letters. They were long.", set()),  # a nearer plural thing
+        ("The girls sat down. Then the dog barked for a long time at the birds in the big old "
+         "trees behind the house, and the cat, too, ran up and down the garden wall for a "
+         "while, until at last they slept.", set()),  # the birds: no person phrase near
+    ],
+)
+def test_they_stand_for_the_group_a_plural_person_phrase_just_named(
+    nlp: Any, text: str, expected: set[tuple[str, str]]
+) -> None:
+    found = {(p, n) for p, n in read(nlp, text) if p.lower() in ("they", "them", "their")}
+    assert found == {e for e in expected if e[0].lower() in ("they", "them", "their")}
+    assert {e for e in expected if e[0] == "him"} <= set(read(nlp, text))
