@@ -80,7 +80,7 @@ class _FragmentBuilder:
         events = [
             self._add_event(frames, frame)
             for frame in frames.frames
-            if frame.args or self.keep_bare_events
+            if frame.args or frame.realis or self.keep_bare_events  # what happens is an event
         ]
         for ref in frames.named:
             if ref is not None:

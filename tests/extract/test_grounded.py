@@ -230,6 +230,15 @@ def test_unresolvable_pronouns_make_no_mention(extractor):
     assert event.attrs["participants"] == [] and event.text == "They would laugh."
 
 
+def test_what_happens_is_an_event_even_with_no_participant_named(extractor):
+    text = "They laughed. It was late. They would not stay. Then they ran home."
+    nodes, _ = extract(extractor, make_chunk(text))
+    events = {n.attrs["lemma"]: n for n in nodes if n.kind == NodeKind.EVENT}
+    assert set(events) == {"laugh", "run"}  # not the copula, not the negated modal
+    assert all(e.attrs["realis"] and e.attrs["participants"] == [] for e in events.values())
+    assert [n for n in nodes if n.kind == NodeKind.MENTION and n.name == "They"] == []
+
+
 def test_next_edges_follow_story_order_within_the_chunk(extractor):
     nodes, edges = extract(
         extractor,
