@@ -11,6 +11,8 @@ from typing import Any, Sequence
 
 from benchmarks.litbank.report import saved_section as litbank_section
 
+#: First-answer timings measured by hand (issue 26), included after the scaling section.
+FIRST_ANSWER_MD = Path(__file__).resolve().parent / "results" / "first-answer.md"
 #: Reference baseline figures from ``shared/data/README.md`` (same embedding, full dev splits).
 README_REFERENCE = {
     "fairytaleqa": {"bm25": (0.633, 0.817), "dense": (0.582, 0.756), "hybrid": (0.633, 0.821),
@@ -476,6 +478,8 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
         plot = plot_scaling(scaling, modes, img_dir / "scaling.png")
         if plot:
             out += [f"![scaling]({os.path.relpath(plot, doc_path.parent)})", ""]
+    if FIRST_ANSWER_MD.is_file():  # measured by hand; a render keeps it
+        out += [FIRST_ANSWER_MD.read_text(encoding="utf-8").strip(), ""]
     out += _vector_storage_section()
     cost = results.get("llm_cost")
     if cost:

@@ -340,3 +340,21 @@ def test_render_only_rewrites_the_report_from_saved_results(tmp_path):
     assert "| E²RAG | **error**: boom |" in out.read_text()
     with pytest.raises(SystemExit):
         main(["full", "--render-only", "--results", str(tmp_path / "none"), "--out", str(out)])
+
+
+def test_a_render_keeps_the_notes_measured_by_hand(tmp_path, monkeypatch):
+    from benchmarks import report
+    from benchmarks.__main__ import main
+
+    note = tmp_path / "first-answer.md"
+    note.write_text("**First answer (by hand).** cold query 9.5 s\n")
+    monkeypatch.setattr(report, "FIRST_ANSWER_MD", note)
+    saved = {"profile": "full", "machine": report.machine_info(), "embed_model": "hash",
+             "modes": ["grounded"], "multihop_budget": 100, "runs": {}}
+    (tmp_path / "full.json").write_text(json.dumps(saved))
+    out = tmp_path / "docs" / "benchmarks.md"
+    assert main(["full", "--render-only", "--results", str(tmp_path), "--out", str(out)]) == 0
+    assert "**First answer (by hand).** cold query 9.5 s" in out.read_text()
+    note.unlink()
+    assert main(["full", "--render-only", "--results", str(tmp_path), "--out", str(out)]) == 0
+    assert "First answer" not in out.read_text()
