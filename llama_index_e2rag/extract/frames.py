@@ -20,24 +20,16 @@ from llama_index_e2rag.extract.pronouns import (
     REFLEXIVE,
     Antecedents,
     Person,
+    group_pronouns,
     narrator_tokens,
     pronoun_gender,
 )
 from llama_index_e2rag.extract.nominals import Nominal, nominals
 from llama_index_e2rag.extract.realis import is_realis
-from llama_index_e2rag.extract.speakers import (
-    FIRST_PERSON,
-    SECOND_PERSON,
-    Who,
-    attribute,
-    quotes,
-)
+from llama_index_e2rag.extract.speakers import Who, attribute, quotes, spoken_pronouns
 from llama_index_e2rag.extract.gender import FEMALE_NAMES, FEMALE_TITLES, MALE_NAMES, MALE_TITLES
 from llama_index_e2rag.schema import normalize_text
 
-#: They/them: a group of people where a plural person phrase just named them.
-PLURAL_WORDS = frozenset("they them their theirs themselves".split())
-GROUP_REACH = 40
 #: Named-entity labels that become mentions even when they fill no role.
 _NAMED = frozenset(
     {"PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART"}
@@ -182,9 +174,11 @@ class DocFrames:
         self._nominals = {n.head: self._nominal_ref(n) for n in nominals(doc, self._people)}
         #: token index -> whom a quoted I/me/my or you/your stands for (its speaker or
         #: listener, ``extract/speakers``), or a they/them/their (a group of people)
-        self._spoken: dict[int, Who] = (
-            {**self._speech(found), **self._groups()} if resolve_pronouns else {}
-        )
+        self._readings: dict[int, Who] = {}
+        if resolve_pronouns:
+            self._readings.update(spoken_pronouns(doc, attribute(doc, found, self._who)))
+            phrases = {head: (ref.key, ref.name) for head, ref in self._nominals.items()}
+            self._readings.update(group_pronouns(doc, phrases))
         #: token index -> trimmed token range of its sentence (built when first asked)
         self._sentence_range: Optional[dict[int, tuple[int, int]]] = None
         self.frames = [self._frame(tok) for tok in doc if self._is_predicate(tok)]
@@ -241,33 +235,6 @@ class DocFrames:
         nominal = self._nominals.get(tok.i)
         return None if nominal is None else (nominal.key, nominal.name)
 
-    def _speech(self, found: list[Any]) -> dict[int, Who]:
-        spoken: dict[int, Who] = {}
-        for quote in attribute(self.doc, found, self._who):
-            for tok in self.doc[quote.start : quote.end]:
-                if tok.pos_ != "PRON":
-                    continue
-                person = (quote.speaker if tok.lower_ in FIRST_PERSON
-                          else quote.listener if tok.lower_ in SECOND_PERSON else None)
-                if person is not None:
-                    spoken[tok.i] = person
-        return spoken
-
-    def _groups(self) -> dict[int, Who]:
-        """they/them/their -> the people a plural person noun phrase names ("The two girls
-        ran. They laughed."), where that phrase is the nearest plural noun before the pronoun,
-        at most ``GROUP_REACH`` tokens back: a nearer plural thing ("the letters") takes it."""
-        found: dict[int, Who] = {}
-        plural: Optional[Any] = None
-        for tok in self.doc:
-            if tok.tag_ in ("NNS", "NNPS") and tok.dep_ not in ("compound", "amod", "nmod"):
-                plural = tok
-            elif (tok.lower_ in PLURAL_WORDS and tok.pos_ == "PRON" and plural is not None
-                  and tok.i - plural.i <= GROUP_REACH and plural.i in self._nominals):
-                group = self._nominals[plural.i]
-                found[tok.i] = (group.key, group.name)
-        return found
-
     def last_people(self) -> list[Person]:
         """The persons this text ends with, for the next chunk's opening pronouns."""
         return self._people.last_people()
@@ -279,7 +246,7 @@ class DocFrames:
     def _resolve(self, tok: Any, frame: Optional[Frame]) -> Optional[Ref]:
         """He/him/she/her(self) -> the person it stands for (``pronouns.Antecedents``); a
         quoted I/you -> its speaker/listener; they/them -> the group just named."""
-        spoken = self._spoken.get(tok.i)
+        spoken = self._readings.get(tok.i)
         if spoken is not None:
             return Ref(spoken[0], spoken[1], "PERSON", tok.idx, tok.idx + len(tok.text), tok.i)
         gender = pronoun_gender(tok)
@@ -315,7 +282,7 @@ class DocFrames:
             Ref(p.key, p.name, "PERSON", self.doc[i].idx, self.doc[i].idx + len(self.doc[i]), i)
             for i, p in self._people.occurrences()
         ]
-        for i, (key, name) in sorted(self._spoken.items()):
+        for i, (key, name) in sorted(self._readings.items()):
             tok = self.doc[i]
             refs.append(Ref(key, name, "PERSON", tok.idx, tok.idx + len(tok.text), i))
         for i in narrator_tokens(self.doc, self._quoted):

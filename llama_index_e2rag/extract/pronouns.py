@@ -19,7 +19,7 @@ multi-pass sieve, without a trained model:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from llama_index_e2rag.extract.characters import TITLE_WORDS
 from llama_index_e2rag.extract.gender import name_gender
@@ -32,6 +32,9 @@ REFLEXIVE = frozenset("himself herself".split())
 #: The first person outside dialogue: a first-person novel's narrator.
 NARRATOR_WORDS = frozenset("i me my mine myself".split())
 NARRATOR_KEY, NARRATOR_NAME = "narrator", "the narrator"
+#: They/them: a group of people where a plural person phrase just named them.
+PLURAL_WORDS = frozenset("they them their theirs themselves".split())
+GROUP_REACH = 40
 #: Persons a chunk hands to the next one for its opening pronouns.
 CARRIED = 6
 _SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
@@ -152,6 +155,22 @@ def narrator_tokens(doc: Any, spoken: Optional[set[int]] = None) -> list[int]:
     when the caller has them): the narrator speaking."""
     spoken = quoted_tokens(doc) if spoken is None else spoken
     return [tok.i for tok in doc if tok.lower_ in NARRATOR_WORDS and tok.i not in spoken]
+
+
+def group_pronouns(doc: Any, phrases: Mapping[int, tuple[str, str]]) -> dict[int, tuple[str, str]]:
+    """they/them/their -> the (key, name) of the people a plural person noun phrase names
+    (``phrases``: head token -> its person phrase; "The two girls ran. They laughed."), where
+    that phrase is the nearest plural noun before the pronoun, at most ``GROUP_REACH`` tokens
+    back: a nearer plural thing ("the letters") takes it."""
+    found: dict[int, tuple[str, str]] = {}
+    plural: Optional[Any] = None
+    for tok in doc:
+        if tok.tag_ in ("NNS", "NNPS") and tok.dep_ not in ("compound", "amod", "nmod"):
+            plural = tok
+        elif (tok.lower_ in PLURAL_WORDS and tok.pos_ == "PRON" and plural is not None
+              and tok.i - plural.i <= GROUP_REACH and plural.i in phrases):
+            found[tok.i] = phrases[plural.i]
+    return found
 
 
 def _is_subject(tok: Any) -> bool:

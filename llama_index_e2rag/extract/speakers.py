@@ -83,20 +83,36 @@ def attribute(doc: Any, found: list[Quote], who: Callable[[Any], Optional[Who]])
         after = found[i + 1] if i + 1 < len(found) else None
         gap_before = _gap(doc, before.end + 1 if before else 0, quote.start - 1)
         gap_after = _gap(doc, quote.end + 1, after.start - 1 if after else len(doc))
+        taken = before is not None and _turn_taken(doc, before, gap_before)
         verb = _speech_verb(_after(doc, quote, gap_after)) or _speech_verb(_before(gap_before))
         if verb is not None:  # an attributed quote, even if its speaker is nobody we know
             quote.speaker = _subject(verb, who)
             quote.listener = _addressed(verb, who)
         else:
-            quote.speaker = _turn(doc, found, i, gap_before, who)
+            quote.speaker = _turn(found, i, gap_before, taken, who)
         if quote.listener is None:
             quote.listener = _vocative(doc, quote, who)
-        if quote.listener is None and before is not None and _turn_taken(doc, before, gap_before):
+        if quote.listener is None and taken:
             quote.listener = next((p for p in (before.speaker, before.listener)
                                    if p is not None and p != quote.speaker), None)
         if quote.listener == quote.speaker:
             quote.listener = None
     return found
+
+
+def spoken_pronouns(doc: Any, found: list[Quote]) -> dict[int, Who]:
+    """Token index -> whom each quoted I/me/my (its quote's speaker) or you/your (its listener)
+    stands for, where ``attribute`` told them."""
+    spoken: dict[int, Who] = {}
+    for quote in found:
+        for tok in doc[quote.start : quote.end]:
+            if tok.pos_ != "PRON":
+                continue
+            person = (quote.speaker if tok.lower_ in FIRST_PERSON
+                      else quote.listener if tok.lower_ in SECOND_PERSON else None)
+            if person is not None:
+                spoken[tok.i] = person
+    return spoken
 
 
 def _gap(doc: Any, start: int, end: int) -> list[Any]:
@@ -178,12 +194,12 @@ def _turn_taken(doc: Any, before: Quote, gap: list[Any]) -> bool:
     return not _words(doc, narration)
 
 
-def _turn(doc: Any, found: list[Quote], i: int, gap: list[Any],
+def _turn(found: list[Quote], i: int, gap: list[Any], taken: bool,
           who: Callable[[Any], Optional[Who]]) -> Optional[Who]:
     """An unattributed quote's speaker from what precedes it (``gap``: the narration since
-    the quote before, ``found[i - 1]``)."""
+    the quote before, ``found[i - 1]``; ``taken``: nothing else came between them)."""
     before = found[i - 1] if i else None
-    if before is not None and _turn_taken(doc, before, gap):
+    if before is not None and taken:
         # a new turn of the conversation: the one spoken to answers, or the one before
         two_back = found[i - 2].speaker if i > 1 else None
         return before.listener or (two_back if two_back != before.speaker else None)
@@ -205,8 +221,11 @@ def _vocative(doc: Any, quote: Quote, who: Callable[[Any], Optional[Who]]) -> Op
         person = who(doc[i])
         if person is None or doc[i].lower_ in FIRST_PERSON | SECOND_PERSON:
             continue
-        ent = doc[i].ent_type_ and next((e for e in doc.ents if e.start <= i < e.end), None)
-        first, last = (ent.start, ent.end) if ent else (i, i + 1)
+        first, last = i, i + 1  # the name's entity around it, from the IOB tags
+        while doc[first].ent_iob_ == "I" and first > quote.start:
+            first -= 1
+        while last < quote.end and doc[last].ent_iob_ == "I":
+            last += 1
         lead = first - 1
         while lead >= quote.start and doc[lead].lower_ in _VOCATIVE_LEAD:
             lead -= 1

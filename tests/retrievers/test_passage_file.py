@@ -17,7 +17,8 @@ from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.retrievers import passage_cache, passage_file
 from llama_index_e2rag.retrievers.passage_cache import narrative_state, save_read_model
-from llama_index_e2rag.app.demo import sample_document
+
+from persisted_demo import forbid, persist_demo
 
 QUESTIONS = (
     "What did Peter do after he lost his shoes?",
@@ -31,9 +32,7 @@ def store(minilm, tmp_path_factory) -> Path:
     """Peter Rabbit indexed offline and persisted, its read model saved as ``e2rag index``
     saves it."""
     folder = tmp_path_factory.mktemp("store")
-    index = E2RAGIndex.from_documents([sample_document()], embed_model=minilm)
-    index.storage_context.persist(str(folder))
-    save_read_model(index.stores)
+    save_read_model(persist_demo(folder, minilm).stores)
     return folder
 
 
@@ -46,10 +45,8 @@ def _ranking(index: E2RAGIndex) -> list[list[tuple[str, float]]]:
 
 
 def _no_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args, **kwargs):
-        raise AssertionError("the passage table was rebuilt from the graph")
-
-    monkeypatch.setattr(passage_cache, "build_table", refuse)
+    forbid(monkeypatch, passage_cache, "build_table",
+           "the passage table was rebuilt from the graph")
 
 
 def _file(store: Path) -> Path:

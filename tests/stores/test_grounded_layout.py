@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from llama_index.core import Document
 
-from llama_index_e2rag.app.demo import sample_document
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.stores import grounded_layout, read_model_file
 from llama_index_e2rag.stores.node_embeddings import basic_embeddings, graph_cache
+
+from persisted_demo import forbid, persist_demo
 
 QUESTIONS = (
     "Where did Peter lose his shoes?",
@@ -32,8 +33,7 @@ QUESTIONS = (
 def store(minilm, tmp_path_factory) -> Path:
     """Peter Rabbit indexed offline and persisted; its grounded layout not saved yet."""
     folder = tmp_path_factory.mktemp("store")
-    index = E2RAGIndex.from_documents([sample_document()], embed_model=minilm)
-    index.storage_context.persist(str(folder))
+    persist_demo(folder, minilm)
     return folder
 
 
@@ -43,10 +43,7 @@ def _ranking(index: E2RAGIndex) -> list[list[tuple[str, float]]]:
 
 
 def _no_derive(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args, **kwargs):
-        raise AssertionError("the grounded layout was derived from the graph")
-
-    monkeypatch.setattr(grounded_layout, "derive", refuse)
+    forbid(monkeypatch, grounded_layout, "derive", "the grounded layout was derived from the graph")
 
 
 def _file(store: Path) -> Path:
