@@ -4,9 +4,10 @@
 own options, ``--help``); its section of the report is kept when ``quick``/``full`` rewrite it.
 
 ``quick``: the two shortest LiteraryQA books, the first two FairytaleQA val stories, the first two
-questions of each multi-hop sample, scaling at 5k/20k words, LLM cost on the shortest book,
+questions of each multi-hop sample, scaling at 5k/20k words (and 20k in 4 documents), LLM cost on the shortest book,
 import cost over 5 fresh interpreters per statement (about 10 s).
-``full``: every book, story and multi-hop question, scaling at 10k/100k/1M words, LLM cost on the
+``full``: every book, story and multi-hop question, scaling at 10k/100k/1M words in one document
+and 10M words in 100 (the books read round again: distinct windows), LLM cost on the
 three shortest books, import cost over 11 interpreters. On the 2-core reference machine the quality part handles about 340 words
 of book per second (build, persist, baselines, questions) and scaling took 48 min, so ``full``
 over all 44 books (4.1M words) takes about 4.5 hours; ``--books N`` keeps the N shortest books.
@@ -50,17 +51,17 @@ class Profile:
     books: int | None  # shortest N LiteraryQA books (None: all)
     stories: int | None  # first N FairytaleQA val stories in file order (None: all)
     multihop: int | None  # first N questions of each multi-hop sample (None: all)
-    scaling_sizes: Sequence[int]
+    scaling_sizes: Sequence[scaling.Size]
     cost_books: int  # shortest N books for the LLM-cost count
     scaling_timeout: float
     import_runs: int  # fresh interpreters per import statement
 
 
 PROFILES = {
-    "quick": Profile(books=2, stories=2, multihop=2, scaling_sizes=(5_000, 20_000),
+    "quick": Profile(books=2, stories=2, multihop=2, scaling_sizes=(5_000, 20_000, (20_000, 4)),
                      cost_books=1, scaling_timeout=1800, import_runs=5),
     "full": Profile(books=None, stories=None, multihop=None,
-                    scaling_sizes=(10_000, 100_000, 1_000_000), cost_books=3,
+                    scaling_sizes=(10_000, 100_000, 1_000_000, (10_000_000, 100)), cost_books=3,
                     scaling_timeout=12 * 3600, import_runs=11),
 }
 

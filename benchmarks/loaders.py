@@ -181,6 +181,30 @@ def load_multihop(data_root: Path = DEFAULT_DATA_ROOT) -> dict[str, list[MultiHo
     }
 
 
+def word_windows(narratives: list[Narrative], n_words: int, docs: int) -> list[str]:
+    """``docs`` distinct documents of ``n_words // docs`` words each, layout kept: windows of the
+    books concatenated (read round and round when they hold fewer words than asked) that start
+    ``1/docs`` of the way apart, so no two texts are the same (the index skips a repeated text).
+    """
+    text = "\n\n".join(narrative.text for narrative in narratives)
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    size = n_words // docs
+    if not spans or size < 1:
+        raise ValueError(f"cannot cut {docs} documents of {n_words} words from {len(spans)} words")
+    step = max(1, len(spans) // docs)
+    windows = []
+    for i in range(docs):
+        first = (i * step) % len(spans)
+        pieces, left = [], size
+        while left > 0:
+            last = min(len(spans), first + left) - 1
+            pieces.append(text[spans[first][0] : spans[last][1]])
+            left -= last - first + 1
+            first = 0
+        windows.append("\n\n".join(pieces))
+    return windows
+
+
 def concatenated_words(narratives: list[Narrative], n_words: int) -> str:
     """The first ``n_words`` words of the given books concatenated, layout kept (scaling runs)."""
     text = "\n\n".join(narrative.text for narrative in narratives)

@@ -82,7 +82,15 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     ids = job.get("doc_ids") or [f"doc-{i}" for i in range(len(job["texts"]))]
     documents = [Document(text=text, id_=doc_id) for text, doc_id in zip(job["texts"], ids)]
     started = time.perf_counter()
-    index = build_index(documents, embed)
+    if job.get("commit_words"):  # a library, as ``e2rag index`` writes it: a group per write
+        from llama_index_e2rag.cli.index import commit_groups
+
+        first, *rest = commit_groups(documents, job["commit_words"])
+        index = build_index(first, embed)
+        for group in rest:
+            index.insert_documents(group)
+    else:
+        index = build_index(documents, embed)
     build_seconds = time.perf_counter() - started
     result: dict[str, Any] = {
         "words": sum(len(t.split()) for t in job["texts"]),
@@ -196,14 +204,16 @@ def measure_in_subprocess(texts: Sequence[str], modes: Sequence[str], queries: S
                           *, doc_ids: Sequence[str] | None = None, answer_all: bool = False,
                           budget: int | None = None, timeout: float | None = None,
                           loaded: bool = False, cli: bool = False,
-                          insert_text: str | None = None) -> dict[str, Any]:
+                          insert_text: str | None = None,
+                          commit_words: int | None = None) -> dict[str, Any]:
     """Run ``run_job`` in a fresh interpreter; failures come back as ``{"error": ...}``."""
     with tempfile.TemporaryDirectory(prefix="e2rag-bench-job-") as folder:
         job_path, out_path = Path(folder) / "job.json", Path(folder) / "result.json"
         job_path.write_text(json.dumps({
             "texts": list(texts), "doc_ids": list(doc_ids or []), "modes": list(modes),
             "queries": list(queries), "answer_all": answer_all, "budget": budget,
-            "loaded": loaded, "cli": cli, "insert_text": insert_text}),
+            "loaded": loaded, "cli": cli, "insert_text": insert_text,
+            "commit_words": commit_words}),
             encoding="utf-8")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (str(_REPO), os.environ.get("PYTHONPATH", "")) if p)}

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from llama_index_e2rag.index import E2RAGIndex
     from llama_index_e2rag.ingest.layers import LayersAdded
 
+#: Words of text extracted and committed per write of ``e2rag index`` (``--commit-words``): a
+#: build holds one group in memory (about 12 kB per word with the default layers), not the whole
+#: run, and a killed run keeps the groups already saved (a re-run skips them). A document longer
+#: than this is a group of its own.
+COMMIT_WORDS = 100_000
+
 #: ``e2rag index`` flags adding a document builder: its ``config_name`` (the argparse dest) ->
 #: what it builds.
 BUILDER_FLAGS = {
@@ -73,8 +79,23 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="also index a file whose text is already in the store, or given twice, under "
         "another path (skipped by default, with a notice)",
     )
+    index.add_argument(
+        "--commit-words",
+        type=_positive,
+        default=COMMIT_WORDS,
+        help=f"documents are extracted and saved in groups of about this many words (default "
+        f"{COMMIT_WORDS:,}; a longer document is a group of its own): memory holds one group, "
+        "and a stopped run keeps the groups saved (run it again to index the rest)",
+    )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
     index.set_defaults(func=run)
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
     # deferred: llama-index and spaCy, ~7 s (``e2rag --help`` and usage errors stay fast)
     from llama_index_e2rag.index import E2RAGIndex
     from llama_index_e2rag.ingest.validation import validate_documents
-    from llama_index_e2rag.retrievers.passage_cache import save_read_model
 
     flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
     if not args.paths and not (flags and has_store(args.store)):
@@ -109,15 +129,55 @@ def run(args: argparse.Namespace) -> int:
         documents, skipped, unchanged, added = _add_to(index, documents, builders, args)
     else:  # a new store, or what a first save killed before it finished left: written over
         documents, skipped = _skip_same_text(documents, {}, args.allow_duplicates)
+        groups = commit_groups(documents, args.commit_words)
+        _announce(1, len(groups), groups[0], args.quiet)
         try:
-            index = E2RAGIndex.from_documents(documents, doc_builders=builders, **options)
+            index = E2RAGIndex.from_documents(groups[0], doc_builders=builders, **options)
         except BaseException:  # stopped before saving: leave the folder as the user had it
             release(args.store, was)
             raise
-    index.storage_context.persist(str(args.store))
-    save_read_model(index.stores)  # the first query of the next process reads it, in ms
+        _save(index, args.store)
+        _insert_groups(index, groups[1:], args.store, len(groups), args.quiet)
     _print_summary(index, args.store, len(documents), unchanged, skipped, added)
     return 0
+
+
+def commit_groups(documents: Sequence["Document"], words: int) -> list[list["Document"]]:
+    """``documents`` in order, cut into runs of at most ``words`` words (a longer document is
+    a run of its own); one empty run when there are none (a new store is still written)."""
+    groups: list[list["Document"]] = [[]]
+    used = 0
+    for document in documents:
+        size = len(document.text.split())
+        if groups[-1] and used + size > words:
+            groups.append([])
+            used = 0
+        groups[-1].append(document)
+        used += size
+    return groups
+
+
+def _insert_groups(
+    index: "E2RAGIndex", groups: Sequence[list["Document"]], store: Path, total: int, quiet: bool
+) -> None:
+    """Insert and save each group in turn: what a stopped run saved stays, whole groups."""
+    for number, group in enumerate(groups, start=total - len(groups) + 1):
+        _announce(number, total, group, quiet)
+        index.insert_documents(group)
+        _save(index, store)
+
+
+def _announce(number: int, total: int, group: Sequence["Document"], quiet: bool) -> None:
+    if total > 1 and not quiet:
+        words = sum(len(d.text.split()) for d in group)
+        say(f"e2rag: group {number} of {total}: {len(group)} document(s), {words:,} words")
+
+
+def _save(index: "E2RAGIndex", store: Path) -> None:
+    from llama_index_e2rag.retrievers.passage_cache import save_read_model
+
+    index.storage_context.persist(str(store))
+    save_read_model(index.stores)  # the first query of the next process reads it, in ms
 
 
 def _add_to(
@@ -133,8 +193,10 @@ def _add_to(
     documents, skipped = _skip_same_text(documents, records, args.allow_duplicates)
     changed = [d for d in documents if (records.get(d.id_) or {}).get("hash") != d.hash]
     if changed:  # extracted with the store's builders; the new layers come next, for all
-        index.insert_documents(changed)
+        groups = commit_groups(changed, args.commit_words)
+        _insert_groups(index, groups, args.store, len(groups), args.quiet)
     added = index.add_layers(builders, documents)
+    _save(index, args.store)
     return changed, skipped, len(documents) - len(changed), added
 
 

@@ -12,34 +12,22 @@ import pytest
 from hash_embedding import HashEmbedding
 from llama_index.core import Settings
 from scripted_llm import ScriptedLLM
-from extract.test_chrono import HARBOUR, MOUNTAIN, chrono_llm
+from extract.test_chrono import HARBOUR, MOUNTAIN
 from test_index import NAMES, STORY
 
 from llama_index_e2rag.cli.entry import build_parser, main
 from llama_index_e2rag.cli.store import load_store
 from llama_index_e2rag.schema import NodeKind
 
-EXTRACTION_KINDS = ("entity_extraction", "event_extraction")
+from .conftest import EXTRACTION_KINDS, extractions
+
 #: Python advice the command line must not give.
 PYTHON_ADVICE = re.compile(r"from_documents|doc_builders|Settings\.|llm=|\(\)")
-
-
-@pytest.fixture
-def llm(monkeypatch: pytest.MonkeyPatch) -> ScriptedLLM:
-    scripted = chrono_llm()
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setattr(Settings, "_llm", scripted)
-    monkeypatch.setattr(Settings, "_embed_model", HashEmbedding())
-    return scripted
 
 
 def _ours(out: str) -> list[str]:
     """Our lines of stdout (llama-index's splitter prints warnings about tiny chunks there)."""
     return [line for line in out.splitlines() if not line.startswith("Metadata length")]
-
-
-def _extractions(llm: ScriptedLLM) -> int:
-    return sum(llm.calls_by_kind[kind] for kind in EXTRACTION_KINDS)
 
 
 def test_a_flag_on_an_existing_store_adds_its_layer_without_extracting_again(
@@ -52,7 +40,7 @@ def test_a_flag_on_an_existing_store_adds_its_layer_without_extracting_again(
     files = [str(harbour), str(mountain)]
     assert main(["index", *files, "--store", str(store), "--chunk-size", "40", "--quiet"]) == 0
     capsys.readouterr()
-    extracted = _extractions(llm)
+    extracted = extractions(llm)
     assert extracted > 0
     before = load_store(store)
     ids = [n.id for n in before.graph_store.nodes()]
@@ -64,7 +52,7 @@ def test_a_flag_on_an_existing_store_adds_its_layer_without_extracting_again(
     out = _ours(capsys.readouterr().out)
     assert out[0].startswith("indexed 0 document(s) (2 unchanged, not extracted again) into ")
     assert out[1].startswith("added ChronoRAG's layers to 2 document(s) (")
-    assert _extractions(llm) == extracted
+    assert extractions(llm) == extracted
     after = load_store(store)
     kept = after.stores.embeddings(ids)
     assert kept.keys() == vectors.keys()
@@ -78,7 +66,7 @@ def test_a_flag_on_an_existing_store_adds_its_layer_without_extracting_again(
     # a changed file is extracted again (with the store's layers); the unchanged one is not
     mountain.write_text(MOUNTAIN + " Alice thanked Bob at the summit.", encoding="utf-8")
     cache.unlink(missing_ok=True)
-    extracted = _extractions(llm)
+    extracted = extractions(llm)
     assert main(["index", *files, "--store", str(store), "--quiet"]) == 0
     out = _ours(capsys.readouterr().out)
     assert out[0].startswith("indexed 1 document(s) (1 unchanged, not extracted again) into ")
@@ -86,7 +74,7 @@ def test_a_flag_on_an_existing_store_adds_its_layer_without_extracting_again(
     changed = load_store(store).graph_store
     mountain_chunks = changed.nodes(NodeKind.CHUNK, str(mountain.resolve()))
     extraction_chunks = [c for c in mountain_chunks if c.attrs.get("layer") != 0]
-    assert _extractions(llm) == extracted + len(EXTRACTION_KINDS) * len(extraction_chunks)
+    assert extractions(llm) == extracted + len(EXTRACTION_KINDS) * len(extraction_chunks)
     assert any("summit" in f.text for f in changed.nodes(NodeKind.FACT, str(mountain.resolve())))
 
 
