@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from llama_index_e2rag.context.keys import SOURCE_NAME_KEYS
 from llama_index_e2rag.schema import CHUNK_NODE_ATTR, NodeKind
+from llama_index_e2rag.stores.state_cache import StateCache
 
 if TYPE_CHECKING:  # not imported at run time: the graph package loads networkx
     from llama_index_e2rag.graph.base import GraphStore
@@ -95,7 +96,21 @@ def _number_label(number: str) -> str:
 
 
 def story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
-    """The document's ``StoryMap`` from its indexed chunks (None when it has no spanned chunk)."""
+    """The document's ``StoryMap`` from its indexed chunks (None when it has no spanned chunk),
+    read once per graph store and content state: an answer and the lines that place its
+    evidence ask for the same documents, and each read decodes every chunk of one (a novel's
+    656 chunks: 0.1 s)."""
+    maps = _MAPS.get(graph_store)
+    if doc_id not in maps:
+        maps[doc_id] = _read_story_map(graph_store, doc_id)
+    return maps[doc_id]
+
+
+#: doc id -> its map, per graph store and content state (filled as documents are asked for)
+_MAPS: StateCache[dict[str, Optional[StoryMap]]] = StateCache(lambda graph, state: {})
+
+
+def _read_story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
     chunks = [c for c in graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id) if c.span]
     if not chunks:
         return None
@@ -136,20 +151,16 @@ def source_name(
 
 
 class StoryPositions:
-    """Readable positions in the documents of one graph store, each document's map read once
-    (an answer, a server response or a story page describes many positions of few documents)."""
+    """Readable positions in the documents of one graph store (an answer, a server response or
+    a story page describes many positions of few documents: each map is read once,
+    ``story_map``)."""
 
     def __init__(self, graph_store: "GraphStore") -> None:
         self._graph = graph_store
-        self._maps: dict[str, Optional[StoryMap]] = {}
 
     def story(self, doc_id: Optional[str]) -> Optional[StoryMap]:
         """``doc_id``'s ``StoryMap`` (None for an unknown document)."""
-        if not doc_id:
-            return None
-        if doc_id not in self._maps:
-            self._maps[doc_id] = story_map(self._graph, doc_id)
-        return self._maps[doc_id]
+        return story_map(self._graph, doc_id) if doc_id else None
 
     def place(
         self, doc_id: Optional[str], char_offset: Optional[int]

@@ -84,6 +84,23 @@ def test_story_map_reads_headings_from_the_indexed_chunks():
     assert story_map(graph, "another book") is None
 
 
+def test_a_story_map_is_read_once_per_content_state():
+    """The answer and the lines placing its evidence share one read of a document's chunks; a
+    write to the graph makes the next map a new read."""
+    graph = _chunked(BOOK, BOOK.index("Chapter 2"))
+    reads = []
+    nodes = graph.nodes
+    graph.nodes = lambda *a, **kw: reads.append(a or kw) or nodes(*a, **kw)  # type: ignore
+    first = story_map(graph, "book")
+    assert StoryPositions(graph).story("book") is first and story_map(graph, "book") is first
+    assert len(reads) == 1
+    graph.upsert_nodes([GraphNode(id="c9", kind=NodeKind.CHUNK, text="CHAPTER 9\nThe end.",
+                                  doc_id="book", pos=(0, len(BOOK), 0),
+                                  span=(len(BOOK), len(BOOK) + 18))])
+    after = story_map(graph, "book")
+    assert len(reads) == 2 and after is not None and after.headings[-1][1] == "Chapter 9"
+
+
 def test_a_share_of_the_story_is_never_shown_bare():
     label = describe_position("novel.txt", 93.4, "Chapter 3", 12345)
     assert label == "novel.txt · Chapter 3 · 93% through the story"
