@@ -95,23 +95,39 @@ def _number_label(number: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class DocumentChunks:
+    """What one read of a document's chunks tells: its story map, and its first chunk of source
+    text (whose metadata is the document's; ChronoRAG's layer-0 chunks are derived text)."""
+
+    story: Optional[StoryMap]
+    first_chunk: Optional[str]
+
+
+def document_chunks(graph_store: "GraphStore", doc_id: str) -> DocumentChunks:
+    """``doc_id``'s ``DocumentChunks``, read once per graph store and content state: a query
+    wants the map (the answer and the lines placing its evidence) and the document's metadata
+    (results name their source), and each read decodes every chunk (a novel's 656: 0.1 s)."""
+    found = _READINGS.get(graph_store)
+    if doc_id not in found:
+        chunks = graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id)
+        first = next((c.id for c in chunks if c.attrs.get("layer") != 0), None)
+        found[doc_id] = DocumentChunks(_story_map(chunks), first)
+    return found[doc_id]
+
+
+#: doc id -> its chunks' reading, per graph store and content state (filled as asked for)
+_READINGS: StateCache[dict[str, DocumentChunks]] = StateCache(lambda graph, state: {})
+
+
 def story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
-    """The document's ``StoryMap`` from its indexed chunks (None when it has no spanned chunk),
-    read once per graph store and content state: an answer and the lines that place its
-    evidence ask for the same documents, and each read decodes every chunk of one (a novel's
-    656 chunks: 0.1 s)."""
-    maps = _MAPS.get(graph_store)
-    if doc_id not in maps:
-        maps[doc_id] = _read_story_map(graph_store, doc_id)
-    return maps[doc_id]
+    """The document's ``StoryMap`` from its indexed chunks (None when it has no spanned chunk;
+    read once per content state, ``document_chunks``)."""
+    return document_chunks(graph_store, doc_id).story
 
 
-#: doc id -> its map, per graph store and content state (filled as documents are asked for)
-_MAPS: StateCache[dict[str, Optional[StoryMap]]] = StateCache(lambda graph, state: {})
-
-
-def _read_story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
-    chunks = [c for c in graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id) if c.span]
+def _story_map(doc_chunks: Sequence[Any]) -> Optional[StoryMap]:
+    chunks = [c for c in doc_chunks if c.span]
     if not chunks:
         return None
     found: dict[int, str] = {}
