@@ -157,7 +157,6 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         self._max_candidates = max_candidates
         self._spacy_model = spacy_model
         self._weights = weights or AnswerWeights()
-        self._story_maps: dict[str, Optional[StoryMap]] = {}
         self._stores = stores
 
     @classmethod
@@ -367,9 +366,7 @@ class ExtractiveSynthesizer(BaseSynthesizer):
     def _story_map(self, doc_id: Optional[str]) -> Optional[StoryMap]:
         if self._graph_store is None or doc_id is None:
             return None
-        if doc_id not in self._story_maps:
-            self._story_maps[doc_id] = story_map(self._graph_store, doc_id)
-        return self._story_maps[doc_id]
+        return story_map(self._graph_store, doc_id)
 
     def _respond(
         self,
@@ -380,7 +377,6 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         *,
         is_async: bool,
     ) -> RESPONSE_TYPE:
-        self._story_maps.clear()  # the index may change between questions
         source_nodes = list(nodes) + list(additional or [])
         metadata = {n.node.node_id: n.node.metadata for n in source_nodes}
         metadata[RESPONSE_EVIDENCE_KEY] = [asdict(e) for e in evidence]

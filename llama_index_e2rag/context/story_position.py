@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from llama_index_e2rag.context.keys import SOURCE_NAME_KEYS
 from llama_index_e2rag.schema import CHUNK_NODE_ATTR, NodeKind
+from llama_index_e2rag.stores.state_cache import StateCache
 
 if TYPE_CHECKING:  # not imported at run time: the graph package loads networkx
     from llama_index_e2rag.graph.base import GraphStore
@@ -94,9 +95,39 @@ def _number_label(number: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class DocumentChunks:
+    """What one read of a document's chunks tells: its story map, and its first chunk of source
+    text (whose metadata is the document's; ChronoRAG's layer-0 chunks are derived text)."""
+
+    story: Optional[StoryMap]
+    first_chunk: Optional[str]
+
+
+def document_chunks(graph_store: "GraphStore", doc_id: str) -> DocumentChunks:
+    """``doc_id``'s ``DocumentChunks``, read once per graph store and content state: a query
+    wants the map (the answer and the lines placing its evidence) and the document's metadata
+    (results name their source), and each read decodes every chunk (a novel's 656: 0.1 s)."""
+    found = _READINGS.get(graph_store)
+    if doc_id not in found:
+        chunks = graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id)
+        first = next((c.id for c in chunks if c.attrs.get("layer") != 0), None)
+        found[doc_id] = DocumentChunks(_story_map(chunks), first)
+    return found[doc_id]
+
+
+#: doc id -> its chunks' reading, per graph store and content state (filled as asked for)
+_READINGS: StateCache[dict[str, DocumentChunks]] = StateCache(lambda graph, state: {})
+
+
 def story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
-    """The document's ``StoryMap`` from its indexed chunks (None when it has no spanned chunk)."""
-    chunks = [c for c in graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id) if c.span]
+    """The document's ``StoryMap`` from its indexed chunks (None when it has no spanned chunk;
+    read once per content state, ``document_chunks``)."""
+    return document_chunks(graph_store, doc_id).story
+
+
+def _story_map(doc_chunks: Sequence[Any]) -> Optional[StoryMap]:
+    chunks = [c for c in doc_chunks if c.span]
     if not chunks:
         return None
     found: dict[int, str] = {}
@@ -136,20 +167,16 @@ def source_name(
 
 
 class StoryPositions:
-    """Readable positions in the documents of one graph store, each document's map read once
-    (an answer, a server response or a story page describes many positions of few documents)."""
+    """Readable positions in the documents of one graph store (an answer, a server response or
+    a story page describes many positions of few documents: each map is read once,
+    ``story_map``)."""
 
     def __init__(self, graph_store: "GraphStore") -> None:
         self._graph = graph_store
-        self._maps: dict[str, Optional[StoryMap]] = {}
 
     def story(self, doc_id: Optional[str]) -> Optional[StoryMap]:
         """``doc_id``'s ``StoryMap`` (None for an unknown document)."""
-        if not doc_id:
-            return None
-        if doc_id not in self._maps:
-            self._maps[doc_id] = story_map(self._graph, doc_id)
-        return self._maps[doc_id]
+        return story_map(self._graph, doc_id) if doc_id else None
 
     def place(
         self, doc_id: Optional[str], char_offset: Optional[int]

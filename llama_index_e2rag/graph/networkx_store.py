@@ -8,8 +8,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-import networkx as nx
-
 from llama_index_e2rag.errors import CorruptGraphError, GraphStoreError
 from llama_index_e2rag.disk.files import atomic_replace
 from llama_index_e2rag.graph.base import Direction, DocRows, batch_links
@@ -29,6 +27,10 @@ class NetworkXGraphStore:
     """In-memory ``nx.MultiDiGraph`` keyed by node id; one multi-edge per (kind, role)."""
 
     def __init__(self) -> None:
+        # deferred: networkx takes 0.25-0.5 s to import, and loading a store (which imports
+        # the write pipeline that stages documents here) must not pay it
+        import networkx as nx
+
         self._g = nx.MultiDiGraph()
         self._by_kind: dict[NodeKind, set[str]] = defaultdict(set)
         self._by_doc: dict[str, set[str]] = defaultdict(set)

@@ -11,35 +11,41 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Callable, Generic, Hashable, TypeVar
-
-if TYPE_CHECKING:
-    from llama_index_e2rag.stores.port import Stores
+from typing import Any, Callable, Generic, Hashable, Protocol, TypeVar
 
 T = TypeVar("T")
 
 
+class Versioned(Protocol):
+    """What a cache is keyed by: ``Stores``, or a graph store alone (``version`` moves on with
+    every committed write)."""
+
+    @property
+    def version(self) -> Hashable: ...
+
+
 class StateCache(Generic[T]):
-    """``build(stores, state)`` once per stores object and content state, thread-safe.
+    """``build(stores, state)`` once per stores object (or graph store) and content state,
+    thread-safe.
 
     Concurrent first queries wait for one build instead of each building; a build is stored
     under the state it was computed for, so it never replaces a newer one.
     """
 
-    def __init__(self, build: Callable[["Stores", Hashable], T]) -> None:
+    def __init__(self, build: Callable[[Any, Hashable], T]) -> None:
         self._build = build
-        self._values: "weakref.WeakKeyDictionary[Stores, tuple[Hashable, T]]" = (
+        self._values: "weakref.WeakKeyDictionary[Versioned, tuple[Hashable, T]]" = (
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
         self._building = threading.Lock()
 
-    def _cached(self, stores: "Stores", state: Hashable) -> tuple[bool, object]:
+    def _cached(self, stores: Versioned, state: Hashable) -> tuple[bool, object]:
         with self._lock:
             cached = self._values.get(stores)
         return (True, cached[1]) if cached is not None and cached[0] == state else (False, None)
 
-    def get(self, stores: "Stores") -> T:
+    def get(self, stores: Versioned) -> T:
         state = stores.version
         hit, value = self._cached(stores, state)
         if hit:

@@ -10,6 +10,7 @@ from llama_index_e2rag.context.story_position import (
     StoryMap,
     StoryPositions,
     describe_position,
+    document_chunks,
     headings,
     source_name,
     story_map,
@@ -82,6 +83,34 @@ def test_story_map_reads_headings_from_the_indexed_chunks():
     assert story is not None and story.length == len(BOOK)
     assert story.headings == tuple(headings(BOOK))
     assert story_map(graph, "another book") is None
+
+
+def test_a_story_map_is_read_once_per_content_state():
+    """The answer and the lines placing its evidence share one read of a document's chunks; a
+    write to the graph makes the next map a new read."""
+    graph = _chunked(BOOK, BOOK.index("Chapter 2"))
+    reads = []
+    nodes = graph.nodes
+    graph.nodes = lambda *a, **kw: reads.append(a or kw) or nodes(*a, **kw)  # type: ignore
+    first = story_map(graph, "book")
+    assert StoryPositions(graph).story("book") is first and story_map(graph, "book") is first
+    assert document_chunks(graph, "book").first_chunk == "c0"
+    assert len(reads) == 1
+    graph.upsert_nodes([GraphNode(id="c9", kind=NodeKind.CHUNK, text="CHAPTER 9\nThe end.",
+                                  doc_id="book", pos=(0, len(BOOK), 0),
+                                  span=(len(BOOK), len(BOOK) + 18))])
+    after = story_map(graph, "book")
+    assert len(reads) == 2 and after is not None and after.headings[-1][1] == "Chapter 9"
+
+
+def test_a_documents_first_chunk_is_one_of_source_text():
+    """The chunk whose metadata names the document: ChronoRAG's layer-0 chunks, derived text
+    without the source's metadata, are passed over even where they come first."""
+    graph = _chunked(BOOK, BOOK.index("Chapter 2"))
+    graph.upsert_nodes([GraphNode(id="chrono-0", kind=NodeKind.CHUNK, text=BOOK[:50],
+                                  doc_id="book", pos=(0, 0, -1), attrs={"layer": 0})])
+    assert document_chunks(graph, "book").first_chunk == "c0"
+    assert document_chunks(graph, "another book").first_chunk is None
 
 
 def test_a_share_of_the_story_is_never_shown_bare():
