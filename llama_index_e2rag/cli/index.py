@@ -174,7 +174,7 @@ def _announce(number: int, total: int, group: Sequence["Document"], quiet: bool)
 
 
 def _save(index: "E2RAGIndex", store: Path) -> None:
-    from llama_index_e2rag.retrievers.passage_cache import save_read_model
+    from llama_index_e2rag.retrievers.passage_cache import save_read_model  # deferred: llama-index
 
     index.storage_context.persist(str(store))
     save_read_model(index.stores)  # the first query of the next process reads it, in ms
