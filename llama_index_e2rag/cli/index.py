@@ -136,8 +136,8 @@ def run(args: argparse.Namespace) -> int:
         except BaseException:  # stopped before saving: leave the folder as the user had it
             release(args.store, was)
             raise
-        _save(index, args.store)
-        _insert_groups(index, groups[1:], args.store, len(groups), args.quiet)
+        _insert_groups(index, groups[1:], args.store, len(groups), args.quiet, unsaved=True)
+    _save(index, args.store, read_model=True)
     _print_summary(index, args.store, len(documents), unchanged, skipped, added)
     return 0
 
@@ -158,13 +158,22 @@ def commit_groups(documents: Sequence["Document"], words: int) -> list[list["Doc
 
 
 def _insert_groups(
-    index: "E2RAGIndex", groups: Sequence[list["Document"]], store: Path, total: int, quiet: bool
+    index: "E2RAGIndex",
+    groups: Sequence[list["Document"]],
+    store: Path,
+    total: int,
+    quiet: bool,
+    unsaved: bool,
 ) -> None:
-    """Insert and save each group in turn: what a stopped run saved stays, whole groups."""
+    """Insert each group in turn, saving the store before the next one (and before the first
+    when the index holds an ``unsaved`` write): what a stopped run saved stays, whole groups.
+    The caller saves after the last."""
     for number, group in enumerate(groups, start=total - len(groups) + 1):
+        if unsaved:
+            _save(index, store)
         _announce(number, total, group, quiet)
         index.insert_documents(group)
-        _save(index, store)
+        unsaved = True
 
 
 def _announce(number: int, total: int, group: Sequence["Document"], quiet: bool) -> None:
@@ -173,11 +182,16 @@ def _announce(number: int, total: int, group: Sequence["Document"], quiet: bool)
         say(f"e2rag: group {number} of {total}: {len(group)} document(s), {words:,} words")
 
 
-def _save(index: "E2RAGIndex", store: Path) -> None:
+def _save(index: "E2RAGIndex", store: Path, read_model: bool = False) -> None:
+    """Persist the store; with ``read_model``, also the narrative read model of what it holds
+    now, which the next process's first query reads in ms. It is derived from every passage of
+    the store, so a run saves it once, at its end: a store saved between groups derives it on
+    its first query instead (``passage_cache``)."""
     from llama_index_e2rag.retrievers.passage_cache import save_read_model  # deferred: llama-index
 
     index.storage_context.persist(str(store))
-    save_read_model(index.stores)  # the first query of the next process reads it, in ms
+    if read_model:
+        save_read_model(index.stores)
 
 
 def _add_to(
@@ -194,9 +208,8 @@ def _add_to(
     changed = [d for d in documents if (records.get(d.id_) or {}).get("hash") != d.hash]
     if changed:  # extracted with the store's builders; the new layers come next, for all
         groups = commit_groups(changed, args.commit_words)
-        _insert_groups(index, groups, args.store, len(groups), args.quiet)
+        _insert_groups(index, groups, args.store, len(groups), args.quiet, unsaved=False)
     added = index.add_layers(builders, documents)
-    _save(index, args.store)
     return changed, skipped, len(documents) - len(changed), added
 
 
