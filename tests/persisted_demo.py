@@ -10,6 +10,14 @@ import pytest
 
 from llama_index_e2rag.app.demo import sample_document
 from llama_index_e2rag.index import E2RAGIndex
+from llama_index_e2rag.stores import read_model_file
+
+#: Questions about the demo story that the read-model tests rank with.
+DEMO_QUESTIONS = (
+    "What did Peter do after he lost his shoes?",
+    "Who chased Peter round the garden?",
+    "Why did Mrs. Rabbit give Peter camomile tea?",
+)
 
 
 def persist_demo(folder: Path, embed_model: Any) -> E2RAGIndex:
@@ -18,6 +26,27 @@ def persist_demo(folder: Path, embed_model: Any) -> E2RAGIndex:
     index = E2RAGIndex.from_documents([sample_document()], embed_model=embed_model)
     index.storage_context.persist(str(folder))
     return index
+
+
+def ranking(index: E2RAGIndex, **options: Any) -> list[list[tuple[str, float, str]]]:
+    """Each demo question's results (id, score, text) from ``index.as_retriever(**options)``."""
+    retriever = index.as_retriever(**options)
+    return [
+        [(n.node.node_id, round(float(n.score), 6), n.node.get_content())
+         for n in retriever.retrieve(q)]
+        for q in DEMO_QUESTIONS
+    ]
+
+
+def model_file(store: Path, name: str) -> Path:
+    """Where the persisted store ``store`` keeps the read model file ``name``."""
+    return store / "e2rag" / read_model_file.READ_MODELS_DIR / name
+
+
+def damage(path: Path, key: str) -> None:
+    """Rename the first ``key`` in a read model file's body: its checksum no longer holds."""
+    head, body = path.read_text(encoding="utf-8").split("\n", 1)
+    path.write_text(head + "\n" + body.replace(f'"{key}"', f'"{key}_"', 1), encoding="utf-8")
 
 
 def forbid(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, message: str) -> None:

@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     # deferred: llama-index and spaCy, ~7 s (``e2rag --help`` and usage errors stay fast)
     from llama_index_e2rag.index import E2RAGIndex
     from llama_index_e2rag.ingest.validation import validate_documents
+    from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
+    from llama_index_e2rag.retrievers.event_graph import save_read_model as save_event_graph
     from llama_index_e2rag.retrievers.passage_cache import save_read_model
 
     flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
@@ -116,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
             raise
     index.storage_context.persist(str(args.store))
     save_read_model(index.stores)  # the first query of the next process reads it, in ms
+    if any(isinstance(b, EventGraphBuilder) for b in index.doc_builders):
+        save_event_graph(index.stores)
     _print_summary(index, args.store, len(documents), unchanged, skipped, added)
     return 0
 

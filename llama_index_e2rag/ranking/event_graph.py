@@ -27,7 +27,8 @@ from typing import Callable, Hashable, Iterable, Iterator, Literal, Optional, Se
 import networkx as nx
 import numpy as np
 
-from llama_index_e2rag.extract.event_graph.entities import NameIndex, name_forms
+from llama_index_e2rag.extract.event_graph.entities import NameForms, NameIndex, name_forms
+from llama_index_e2rag.graph.node_rows import ids_of
 from llama_index_e2rag.ranking.top import top_rows
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode
 
@@ -55,24 +56,33 @@ class EventGraphView:
     ``entity_vectors`` / ``event_vectors`` are unit rows aligned with ``entities`` / ``events``
     (zeros for a node without a vector); ``participants[event id]`` lists the entities taking
     part, in entity row order; ``graph`` holds every entity and only entity-entity links.
+    ``entities`` and ``events`` may be ``NodeRows`` (read when used); ``forms`` are the
+    entities' ``NameForms`` when already known (a persisted view), else derived from them.
     """
 
-    entities: list[GraphNode]
+    entities: Sequence[GraphNode]
     entity_vectors: np.ndarray
-    events: list[GraphNode]
+    events: Sequence[GraphNode]
     event_vectors: np.ndarray
     participants: dict[str, list[str]]
     graph: nx.Graph
+    forms: Optional[list[NameForms]] = field(default=None, repr=False)
     _row: dict[str, int] = field(init=False, repr=False)
     names: NameIndex = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._row = {e.id: i for i, e in enumerate(self.entities)}
-        self.names = NameIndex([name_forms(e) for e in self.entities])
+        self._row = {e: i for i, e in enumerate(ids_of(self.entities))}
+        if self.forms is None:
+            self.forms = [name_forms(e) for e in self.entities]
+        self.names = NameIndex(self.forms)
 
     def entity(self, entity_id: str) -> GraphNode:
         """The entity node of ``entity_id``."""
         return self.entities[self._row[entity_id]]
+
+    def entity_row(self, entity_id: str) -> int:
+        """The row of ``entity_id``."""
+        return self._row[entity_id]
 
 
 @dataclass(frozen=True)
@@ -165,20 +175,44 @@ def entity_graph(entity_ids: Iterable[str], edges: Iterable[GraphEdge]) -> nx.Gr
     """The graph paths are searched on: every entity, and of ``edges`` only the entity-entity
     ``co_mention`` (``entity_link``) and ``instance_of`` (``same_entity``) links. Edges to or
     from anything else (events, mentions) are left out, so no path passes an event."""
-    graph = nx.Graph()
-    graph.add_nodes_from(entity_ids)
+    entity_ids = list(entity_ids)
+    return link_graph(entity_ids, entity_links(entity_ids, edges))
+
+
+#: A link of the entity graph: its two entities (in the order first linked), cost and hop.
+Link = tuple[str, str, float, str]
+
+
+def entity_links(entity_ids: Iterable[str], edges: Iterable[GraphEdge]) -> list[Link]:
+    """``entity_graph``'s links in the order each pair was first linked, with the cheapest
+    cost found for it: ``link_graph`` rebuilds the same graph, neighbour order included (the
+    order tied paths are listed in), from them alone."""
+    known = set(entity_ids)
     kinds = {EdgeKind.CO_MENTION: "entity_link", EdgeKind.INSTANCE_OF: "same_entity"}
+    links: dict[frozenset[str], Link] = {}
     for edge in edges:
         link = edge.attrs.get("event_graph")
         if kinds.get(edge.kind) != link or edge.source == edge.target:
             continue
-        if edge.source not in graph or edge.target not in graph:
+        if edge.source not in known or edge.target not in known:
             continue
         weight = float(edge.attrs.get("weight") or 1.0)
         cost = 0.0 if link == "same_entity" else 1.0 / max(weight, 1e-9)
-        old = graph.get_edge_data(edge.source, edge.target)
-        if old is None or cost < old["cost"]:
-            graph.add_edge(edge.source, edge.target, cost=cost, hop=LINK_KINDS[link])
+        pair = frozenset((edge.source, edge.target))
+        old = links.get(pair)
+        if old is None:
+            links[pair] = (edge.source, edge.target, cost, LINK_KINDS[link])
+        elif cost < old[2]:
+            links[pair] = (old[0], old[1], cost, LINK_KINDS[link])
+    return list(links.values())
+
+
+def link_graph(entity_ids: Iterable[str], links: Iterable[Link]) -> nx.Graph:
+    """The entity graph of ``entity_links``' links."""
+    graph = nx.Graph()
+    graph.add_nodes_from(entity_ids)
+    for source, target, cost, hop in links:
+        graph.add_edge(source, target, cost=cost, hop=hop)
     return graph
 
 

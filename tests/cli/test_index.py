@@ -13,6 +13,7 @@ from hash_embedding import HashEmbedding
 from llama_index.core import Settings
 from scripted_llm import ScriptedLLM
 from extract.test_chrono import HARBOUR, MOUNTAIN, chrono_llm
+from persisted_demo import forbid
 from test_index import NAMES, STORY
 
 from llama_index_e2rag.cli.entry import build_parser, main
@@ -210,3 +211,18 @@ def test_index_saves_the_narrative_read_model_of_what_it_wrote(plain_store: Path
         state = narrative_state(stores)
     rebuilt = passage_file.encode(state.table, state.chunk_metadata)
     assert saved == json.loads(json.dumps(rebuilt))  # (tuples are lists in JSON)
+
+
+def test_index_saves_the_event_graph_read_model_only_with_the_layer(
+    plain_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llama_index_e2rag.retrievers import event_graph, event_graph_file
+
+    folder = plain_store / "e2rag" / event_graph_file.read_model_file.READ_MODELS_DIR
+    assert not (folder / event_graph_file.EVENT_GRAPH_FILE).exists()  # no layer, no derivation
+    assert main(["index", "--store", str(plain_store), "--event-graph", "--quiet"]) == 0
+    assert (folder / event_graph_file.EVENT_GRAPH_FILE).is_file()
+
+    forbid(monkeypatch, event_graph, "_derive", "the event graph view was derived again")
+    index = load_store(plain_store)
+    assert len(event_graph._VIEW.get(index.stores).entities) > 0  # read, written by the index

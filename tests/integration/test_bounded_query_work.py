@@ -1,10 +1,12 @@
-"""The bounded per-query work of ``event_graph`` and ``sentence_graph`` gives what the full
-derivations gave, on a real-text index (Greymoor and Peter Rabbit, offline layers, MiniLM).
+"""The bounded per-query work of ``event_graph``, ``sentence_graph`` and the passage table's
+names gives what the full derivations gave, on a real-text index (Greymoor and Peter Rabbit,
+offline layers, MiniLM).
 
 Each reference below is the derivation the ranking used before it was bounded, kept verbatim:
 every entity asked for its name match and every row sorted in Python, every event sorted, the
 paths read from ``nx.all_shortest_paths`` (a search of the whole component), BM25 and cosine
-ranks fused row by row. Latency is not tested here (``benchmarks/scaling.py`` measures it).
+ranks fused row by row, every name asked whether it occurs in a few passages. Latency is not
+tested here (``benchmarks/scaling.py`` measures it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from llama_index_e2rag.ranking import event_graph as eg
 from llama_index_e2rag.ranking import sentence_graph as sg
 from llama_index_e2rag.retrievers import event_graph as event_graph_mode
 from llama_index_e2rag.retrievers import sentence_graph as sentence_graph_mode
+from llama_index_e2rag.retrievers.passage_cache import narrative_state
 
 _ROOT = Path(__file__).resolve().parents[2]
 TEXTS = {
@@ -102,6 +105,15 @@ def rrf_by_row(scores, only_positive=False):
     return out
 
 
+def names_by_name(table, first, last):
+    found = []
+    for name, rows in table.names.items():
+        i = int(np.searchsorted(rows, first))
+        if i < rows.size and rows[i] <= last:
+            found.append(name)
+    return tuple(sorted(found))
+
+
 def anchors_by_row(view, cosines, query, k):
     fused = rrf_by_row(cosines) + rrf_by_row(view.lexical.scores(query), only_positive=True)
     order = sorted(range(len(view)), key=lambda i: (-fused[i], -cosines[i], i))
@@ -145,6 +157,14 @@ def test_sentence_anchors_equal_the_row_by_row_fusion(index, minilm) -> None:
         for k in (1, 20, len(view)):
             assert sg.anchor_candidates(view, cosines, question, k) == anchors_by_row(
                 view, cosines, question, k)
+
+
+def test_the_names_of_a_few_passages_equal_those_found_by_asking_every_name(index) -> None:
+    table = narrative_state(index.stores).table
+    assert len(table) > 10
+    spans = [(row, row + width) for row in range(-1, len(table)) for width in (0, 2, 5)]
+    assert all(table.names_at(a, b) == names_by_name(table, a, b) for a, b in spans)
+    assert sum(bool(table.names_at(a, b)) for a, b in spans) > len(table)
 
 
 @pytest.mark.parametrize("seed", range(3))
