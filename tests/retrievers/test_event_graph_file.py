@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from llama_index.core import Document
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llama_index_e2rag.app.demo import sample_document
 from llama_index_e2rag.graph.node_rows import NodeRows, ids_of
@@ -97,12 +98,22 @@ def test_a_damaged_missing_or_other_model_is_derived_and_written_again(
     assert _ranking(load_index(store, embed_model=minilm)) == expected
 
 
-def test_a_write_makes_the_saved_model_stale(store: Path, minilm, tmp_path: Path) -> None:
+def test_a_write_makes_the_saved_model_stale(
+    store: Path, minilm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = Path(shutil.copytree(store, tmp_path / "store"))
     index = load_index(store, embed_model=minilm)
     before = list(ids_of(event_graph._VIEW.get(index.stores).entities))
     index.insert(Document(text="Benjamin Bunny met Peter Rabbit in the wood.", id_="benjamin"))
     after = list(ids_of(event_graph._VIEW.get(index.stores).entities))
     assert set(before) < set(after)
-    reloaded = event_graph._VIEW.get(load_index(store, embed_model=minilm).stores)
-    assert list(ids_of(reloaded.entities)) == after
+    loaded = load_index(store, embed_model=minilm)
+    reloaded = event_graph._VIEW.get(loaded.stores)
+    assert list(ids_of(reloaded.entities)) == after and isinstance(reloaded.entities, NodeRows)
+    # a filter restricts the read view as it restricts the derived one
+    peter = MetadataFilters(filters=[MetadataFilter(key="file_name", value="peter_rabbit.txt")])
+    derived = load_index(store, embed_model=minilm)
+    monkeypatch.setattr(event_graph_file, "read", lambda stores, key: None)
+    assert ranking(loaded, mode="event_graph", filters=peter) == ranking(
+        derived, mode="event_graph", filters=peter)
+    assert not isinstance(event_graph._VIEW.get(derived.stores).entities, NodeRows)
