@@ -4,7 +4,7 @@ load again; and a guard that fails a test where a read model is derived when it 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -47,6 +47,32 @@ def damage(path: Path, key: str) -> None:
     """Rename the first ``key`` in a read model file's body: its checksum no longer holds."""
     head, body = path.read_text(encoding="utf-8").split("\n", 1)
     path.write_text(head + "\n" + body.replace(f'"{key}"', f'"{key}_"', 1), encoding="utf-8")
+
+
+#: What a saved read model may suffer; each means: derive it again.
+HARMS = ("damaged", "missing", "another state")
+
+
+def assert_derived_again(
+    path: Path, harm: str, key: str, write_other: Callable[[], None],
+    rank: Callable[[], Any], refuse: Callable[[], None],
+) -> None:
+    """After ``harm`` to the model saved in ``path`` (``damage`` of ``key``, deleted, or
+    ``write_other`` saving a model of another state), ``rank()`` (a new load's results) derives
+    it again, with the same results, and saves what was saved; once ``refuse()`` forbids
+    deriving, the next load reads it."""
+    expected = rank()
+    saved = path.read_text(encoding="utf-8")
+    if harm == "damaged":
+        damage(path, key)
+    elif harm == "missing":
+        path.unlink()
+    else:
+        write_other()
+    derived = rank()
+    refuse()
+    assert (derived, path.read_text(encoding="utf-8")) == (expected, saved)
+    assert rank() == expected
 
 
 def forbid(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, message: str) -> None:

@@ -21,7 +21,7 @@ from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.retrievers import event_graph, event_graph_file
 
-from persisted_demo import damage, forbid, model_file, ranking
+from persisted_demo import HARMS, assert_derived_again, forbid, model_file, ranking
 
 
 @pytest.fixture(scope="module")
@@ -78,24 +78,18 @@ def test_a_load_reads_the_saved_model_and_ranks_as_the_graph_does(
     assert 0 < read < len(from_file.entities) + len(from_file.events)  # only what was used
 
 
-@pytest.mark.parametrize("harm", ["damaged", "missing", "another state"])
+@pytest.mark.parametrize("harm", HARMS)
 def test_a_damaged_missing_or_other_model_is_derived_and_written_again(
     store: Path, minilm, monkeypatch: pytest.MonkeyPatch, harm: str
 ) -> None:
-    expected = _ranking(load_index(store, embed_model=minilm))
-    path = _file(store)
-    saved = path.read_text(encoding="utf-8")
-    if harm == "damaged":
-        damage(path, "links")
-    elif harm == "missing":
-        path.unlink()
-    else:
+    def other() -> None:
         event_graph_file.write(load_index(store, embed_model=minilm).stores, "none", {})
-    derived = _ranking(load_index(store, embed_model=minilm))
-    _no_derivation(monkeypatch)
-    # derived from the graph and saved again: the next load reads it
-    assert (derived, path.read_text(encoding="utf-8")) == (expected, saved)
-    assert _ranking(load_index(store, embed_model=minilm)) == expected
+
+    assert_derived_again(
+        _file(store), harm, "links", other,
+        lambda: _ranking(load_index(store, embed_model=minilm)),
+        lambda: _no_derivation(monkeypatch),
+    )
 
 
 def test_a_write_makes_the_saved_model_stale(
