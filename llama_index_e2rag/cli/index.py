@@ -82,9 +82,6 @@ def run(args: argparse.Namespace) -> int:
     # deferred: llama-index and spaCy, ~7 s (``e2rag --help`` and usage errors stay fast)
     from llama_index_e2rag.index import E2RAGIndex
     from llama_index_e2rag.ingest.validation import validate_documents
-    from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
-    from llama_index_e2rag.retrievers.event_graph import save_read_model as save_event_graph
-    from llama_index_e2rag.retrievers.passage_cache import save_read_model
 
     flags = [flag for flag in BUILDER_FLAGS if getattr(args, flag)]
     if not args.paths and not (flags and has_store(args.store)):
@@ -117,11 +114,25 @@ def run(args: argparse.Namespace) -> int:
             release(args.store, was)
             raise
     index.storage_context.persist(str(args.store))
-    save_read_model(index.stores)  # the first query of the next process reads it, in ms
-    if any(isinstance(b, EventGraphBuilder) for b in index.doc_builders):
-        save_event_graph(index.stores)
+    _save_read_models(index)  # the first query of the next process reads them, in ms
     _print_summary(index, args.store, len(documents), unchanged, skipped, added)
     return 0
+
+
+def _save_read_models(index: "E2RAGIndex") -> None:
+    """The read models of the content just written: the narrative mode's always, the event and
+    sentence graph views when the store has their layer (else deriving them costs for nothing)."""
+    # deferred: llama-index and spaCy, like run's imports (the parser stays fast)
+    from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
+    # deferred: as above
+    from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
+    # deferred: as above
+    from llama_index_e2rag.retrievers import event_graph, passage_cache, sentence_graph
+
+    passage_cache.save_read_model(index.stores)
+    for builder, mode in ((EventGraphBuilder, event_graph), (SentenceGraphBuilder, sentence_graph)):
+        if any(isinstance(b, builder) for b in index.doc_builders):
+            mode.save_read_model(index.stores)
 
 
 def _add_to(

@@ -140,6 +140,13 @@ def _assemble(stores: Stores, data: dict[str, Any], nodes: Sequence[GraphNode]) 
 _VIEW: StateCache[_SentenceGraph] = StateCache(_build)
 
 
+def save_read_model(stores: Stores) -> None:
+    """Derive and persist the view of the stores' current content now (``e2rag index`` after
+    writing an index with the sentence graph layer), so the next process's first query reads it."""
+    with stores.reading():
+        _VIEW.get(stores)
+
+
 class SentenceGraphRetriever(StoresRetriever):
     """Sentences of the SentGraph layer: anchors, refinement, relation paths, a word budget.
 

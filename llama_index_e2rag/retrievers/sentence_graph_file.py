@@ -4,9 +4,10 @@ Deriving it reads every sentence node of the graph (SentGraph's and the grounded
 every ``rst`` and ``bridge`` edge (at 148k words ~2 s of a new process's first query). What the
 ranking keeps is small: SentGraph's sentences in row order (ids, documents, texts, topics,
 roles), each row's ``rst`` neighbours, the bridges and the topics' names. It is persisted per
-content state (``stores.read_model_file``; the first query after a write writes it) and read
-back by the next process; vectors come from the vector store, BM25 is built from the texts, and
-a sentence's node is read from the graph when a query returns it (``graph.node_rows``).
+content state (``stores.read_model_file``: ``e2rag index`` writes it when the store has the
+layer, otherwise the first query after a write does) and read back by the next process; vectors
+come from the vector store, BM25 is built from the texts, and a sentence's node is read from the
+graph when a query returns it (``graph.node_rows``).
 """
 
 from __future__ import annotations

@@ -213,16 +213,24 @@ def test_index_saves_the_narrative_read_model_of_what_it_wrote(plain_store: Path
     assert saved == json.loads(json.dumps(rebuilt))  # (tuples are lists in JSON)
 
 
-def test_index_saves_the_event_graph_read_model_only_with_the_layer(
-    plain_store: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("flag", "mode", "derivation"),
+    [("--event-graph", "event_graph", ("event_graph", "_derive")),
+     ("--sentence-graph", "sentence_graph", ("sentence_graph_file", "derive"))],
+)
+def test_index_saves_a_layer_view_only_with_the_layer(
+    plain_store: Path, monkeypatch: pytest.MonkeyPatch, flag: str, mode: str,
+    derivation: tuple[str, str],
 ) -> None:
-    from llama_index_e2rag.retrievers import event_graph, event_graph_file
+    import importlib
 
-    folder = plain_store / "e2rag" / event_graph_file.read_model_file.READ_MODELS_DIR
-    assert not (folder / event_graph_file.EVENT_GRAPH_FILE).exists()  # no layer, no derivation
-    assert main(["index", "--store", str(plain_store), "--event-graph", "--quiet"]) == 0
-    assert (folder / event_graph_file.EVENT_GRAPH_FILE).is_file()
+    from llama_index_e2rag.stores.read_model_file import READ_MODELS_DIR
 
-    forbid(monkeypatch, event_graph, "_derive", "the event graph view was derived again")
-    index = load_store(plain_store)
-    assert len(event_graph._VIEW.get(index.stores).entities) > 0  # read, written by the index
+    path = plain_store / "e2rag" / READ_MODELS_DIR / f"{mode}.jsonl"
+    assert not path.exists()  # no layer, no derivation
+    assert main(["index", "--store", str(plain_store), flag, "--quiet"]) == 0
+    assert path.is_file()
+    derives = importlib.import_module(f"llama_index_e2rag.retrievers.{derivation[0]}")
+    forbid(monkeypatch, derives, derivation[1], f"the {mode} view was derived again")
+    view = importlib.import_module(f"llama_index_e2rag.retrievers.{mode}")._VIEW
+    assert view.get(load_store(plain_store).stores)  # read: written by the index
