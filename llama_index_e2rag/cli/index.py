@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             release(args.store, was)
             raise
         _insert_groups(index, groups[1:], args.store, len(groups), args.quiet, unsaved=True)
-    _save(index, args.store, read_model=True)
+    _save(index, args.store, read_models=True)
     _print_summary(index, args.store, len(documents), unchanged, skipped, added)
     return 0
 
@@ -182,16 +182,30 @@ def _announce(number: int, total: int, group: Sequence["Document"], quiet: bool)
         say(f"e2rag: group {number} of {total}: {len(group)} document(s), {words:,} words")
 
 
-def _save(index: "E2RAGIndex", store: Path, read_model: bool = False) -> None:
-    """Persist the store; with ``read_model``, also the narrative read model of what it holds
-    now, which the next process's first query reads in ms. It is derived from every passage of
-    the store, so a run saves it once, at its end: a store saved between groups derives it on
-    its first query instead (``passage_cache``)."""
-    from llama_index_e2rag.retrievers.passage_cache import save_read_model  # deferred: llama-index
-
+def _save(index: "E2RAGIndex", store: Path, read_models: bool = False) -> None:
+    """Persist the store; with ``read_models``, also the read models of what it holds now,
+    which the next process's first query reads in ms. They are derived from the whole store,
+    so a run saves them once, at its end: a store saved between groups derives them on its
+    first query instead."""
     index.storage_context.persist(str(store))
-    if read_model:
-        save_read_model(index.stores)
+    if read_models:
+        _save_read_models(index)
+
+
+def _save_read_models(index: "E2RAGIndex") -> None:
+    """The read models of the content just written: the narrative mode's always, the event and
+    sentence graph views when the store has their layer (else deriving them costs for nothing)."""
+    # deferred: llama-index and spaCy, like run's imports (the parser stays fast)
+    from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
+    # deferred: as above
+    from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
+    # deferred: as above
+    from llama_index_e2rag.retrievers import event_graph, passage_cache, sentence_graph
+
+    passage_cache.save_read_model(index.stores)
+    for builder, mode in ((EventGraphBuilder, event_graph), (SentenceGraphBuilder, sentence_graph)):
+        if any(isinstance(b, builder) for b in index.doc_builders):
+            mode.save_read_model(index.stores)
 
 
 def _add_to(

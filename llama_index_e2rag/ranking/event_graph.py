@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Callable, Hashable, Iterable, Literal, Optional, Sequence, TypeVar
+from typing import Callable, Hashable, Iterable, Iterator, Literal, Optional, Sequence, TypeVar
 
 import networkx as nx
 import numpy as np
 
-from llama_index_e2rag.extract.event_graph.entities import NameForms, name_forms
+from llama_index_e2rag.extract.event_graph.entities import NameForms, NameIndex, name_forms
+from llama_index_e2rag.graph.node_rows import ids_of
+from llama_index_e2rag.ranking.top import top_rows
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode
 
 MatchKind = Literal["exact", "variant", "cosine"]
@@ -54,28 +56,33 @@ class EventGraphView:
     ``entity_vectors`` / ``event_vectors`` are unit rows aligned with ``entities`` / ``events``
     (zeros for a node without a vector); ``participants[event id]`` lists the entities taking
     part, in entity row order; ``graph`` holds every entity and only entity-entity links.
+    ``entities`` and ``events`` may be ``NodeRows`` (read when used); ``forms`` are the
+    entities' ``NameForms`` when already known (a persisted view), else derived from them.
     """
 
-    entities: list[GraphNode]
+    entities: Sequence[GraphNode]
     entity_vectors: np.ndarray
-    events: list[GraphNode]
+    events: Sequence[GraphNode]
     event_vectors: np.ndarray
     participants: dict[str, list[str]]
     graph: nx.Graph
+    forms: Optional[list[NameForms]] = field(default=None, repr=False)
     _row: dict[str, int] = field(init=False, repr=False)
-    _forms: list[NameForms] = field(init=False, repr=False)
+    names: NameIndex = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._row = {e.id: i for i, e in enumerate(self.entities)}
-        self._forms = [name_forms(e) for e in self.entities]
+        self._row = {e: i for i, e in enumerate(ids_of(self.entities))}
+        if self.forms is None:
+            self.forms = [name_forms(e) for e in self.entities]
+        self.names = NameIndex(self.forms)
 
     def entity(self, entity_id: str) -> GraphNode:
         """The entity node of ``entity_id``."""
         return self.entities[self._row[entity_id]]
 
-    def name_match(self, row: int, name: str) -> Optional[MatchKind]:
-        """How ``name`` names entity ``row``: an alias exactly, a shared short form, or not."""
-        return self._forms[row].match(name)
+    def entity_row(self, entity_id: str) -> int:
+        """The row of ``entity_id``."""
+        return self._row[entity_id]
 
 
 @dataclass(frozen=True)
@@ -113,17 +120,27 @@ def align_entities(
 ) -> list[Aligned]:
     """Local entity alignment: each query entity name's ``top_k`` entities (an exact alias, then
     a shared short form, then by cosine), in relevance order: the entities a name names, in the
-    names' order, then those found by cosine alone (best first); each entity once."""
+    names' order, then those found by cosine alone (best first); each entity once. The named
+    entities are looked up (``NameIndex``) and the cosine ones taken by a partial sort, so an
+    alignment does not visit every entity in Python."""
     candidates: list[tuple[tuple[int, int, int, float, int], Aligned]] = []
     for q, (name, vector) in enumerate(zip(names, vectors)):
         cosines = _unit_cosines(view.entity_vectors, vector)
+        named = view.names.rows(name)
         ranked = sorted(
-            (_TIERS.index(view.name_match(row, name) or "cosine"), -float(cosines[row]), row)
-            for row in range(len(view.entities))
-        )
-        for tier, negative, row in ranked[:top_k]:
-            named = 0 if tier < _TIERS.index("cosine") else 1
-            key = (named, q if named == 0 else 0, tier, negative, row)
+            (_TIERS.index(match), -float(cosines[row]), row) for row, match in named.items()
+        )[:top_k]
+        if len(ranked) < top_k:
+            rest = cosines.copy()
+            rest[list(named)] = -np.inf
+            ranked += [
+                (_TIERS.index("cosine"), -float(cosines[row]), int(row))
+                for row in top_rows(rest, top_k - len(ranked))
+                if rest[row] > -np.inf
+            ]
+        for tier, negative, row in ranked:
+            by_name = 0 if tier < _TIERS.index("cosine") else 1
+            key = (by_name, q if by_name == 0 else 0, tier, negative, row)
             candidates.append((key, Aligned(row, -negative, _TIERS[tier], q)))
     found: dict[int, Aligned] = {}
     for _, aligned in sorted(candidates, key=lambda c: c[0]):
@@ -139,7 +156,7 @@ def match_events(
     found: dict[int, Matched] = {}
     for q, vector in enumerate(vectors):
         cosines = _unit_cosines(view.event_vectors, vector)
-        for row in sorted(range(len(view.events)), key=lambda r: (-float(cosines[r]), r))[:top_k]:
+        for row in top_rows(cosines, top_k).tolist():
             found.setdefault(row, Matched(row, float(cosines[row]), q))
     return list(found.values())
 
@@ -158,27 +175,56 @@ def entity_graph(entity_ids: Iterable[str], edges: Iterable[GraphEdge]) -> nx.Gr
     """The graph paths are searched on: every entity, and of ``edges`` only the entity-entity
     ``co_mention`` (``entity_link``) and ``instance_of`` (``same_entity``) links. Edges to or
     from anything else (events, mentions) are left out, so no path passes an event."""
-    graph = nx.Graph()
-    graph.add_nodes_from(entity_ids)
+    entity_ids = list(entity_ids)
+    return link_graph(entity_ids, entity_links(entity_ids, edges))
+
+
+#: A link of the entity graph: its two entities (in the order first linked), cost and hop.
+Link = tuple[str, str, float, str]
+
+
+def entity_links(entity_ids: Iterable[str], edges: Iterable[GraphEdge]) -> list[Link]:
+    """``entity_graph``'s links in the order each pair was first linked, with the cheapest
+    cost found for it: ``link_graph`` rebuilds the same graph, neighbour order included (the
+    order tied paths are listed in), from them alone."""
+    known = set(entity_ids)
     kinds = {EdgeKind.CO_MENTION: "entity_link", EdgeKind.INSTANCE_OF: "same_entity"}
+    links: dict[frozenset[str], Link] = {}
     for edge in edges:
         link = edge.attrs.get("event_graph")
         if kinds.get(edge.kind) != link or edge.source == edge.target:
             continue
-        if edge.source not in graph or edge.target not in graph:
+        if edge.source not in known or edge.target not in known:
             continue
         weight = float(edge.attrs.get("weight") or 1.0)
         cost = 0.0 if link == "same_entity" else 1.0 / max(weight, 1e-9)
-        old = graph.get_edge_data(edge.source, edge.target)
-        if old is None or cost < old["cost"]:
-            graph.add_edge(edge.source, edge.target, cost=cost, hop=LINK_KINDS[link])
+        pair = frozenset((edge.source, edge.target))
+        old = links.get(pair)
+        if old is None:
+            links[pair] = (edge.source, edge.target, cost, LINK_KINDS[link])
+        elif cost < old[2]:
+            links[pair] = (old[0], old[1], cost, LINK_KINDS[link])
+    return list(links.values())
+
+
+def link_graph(entity_ids: Iterable[str], links: Iterable[Link]) -> nx.Graph:
+    """The entity graph of ``entity_links``' links."""
+    graph = nx.Graph()
+    graph.add_nodes_from(entity_ids)
+    for source, target, cost, hop in links:
+        graph.add_edge(source, target, cost=cost, hop=hop)
     return graph
 
 
 def shortest_path(
     graph: nx.Graph, source: str, target: str, max_path_length: int
 ) -> Optional[list[str]]:
-    """The strongest fewest-hops path of at most ``max_path_length`` edges, or None."""
+    """The strongest fewest-hops path of at most ``max_path_length`` edges, or None.
+
+    Among the tied paths the first ``MAX_TIED_PATHS`` that ``nx.all_shortest_paths`` lists are
+    compared; they are listed here in the same order, from a breadth-first search that stops
+    one level short of the target (``nx.all_shortest_paths`` searches the whole component,
+    which grows with the story)."""
     if source == target or source not in graph or target not in graph:
         return None
     try:
@@ -187,12 +233,36 @@ def shortest_path(
         return None
     if hops > max_path_length:
         return None
-    candidates = islice(nx.all_shortest_paths(graph, source, target), MAX_TIED_PATHS)
+    candidates = islice(_tied_paths(graph, source, target, hops), MAX_TIED_PATHS)
 
     def cost(path: list[str]) -> tuple[float, list[str]]:
         return sum(graph[a][b]["cost"] for a, b in zip(path, path[1:])), path
 
     return min(candidates, key=cost)
+
+
+def _tied_paths(graph: nx.Graph, source: str, target: str, hops: int) -> Iterator[list[str]]:
+    """Every ``hops``-edge path from ``source`` to ``target``, in ``nx.all_shortest_paths``'s
+    order: its predecessor lists hold a node's neighbours one level nearer the source in the
+    order the search found them, and the paths are read back from the target, depth first."""
+    if hops == 1:
+        yield [source, target]
+        return
+    pred, level = nx.predecessor(graph, source, cutoff=hops - 1, return_seen=True)
+    found = {node: i for i, node in enumerate(pred)}  # the search's order of discovery
+    pred[target] = sorted(
+        (n for n in graph[target] if level.get(n) == hops - 1), key=found.__getitem__
+    )
+
+    def back(node: str) -> Iterator[list[str]]:
+        if node == source:
+            yield [source]
+            return
+        for before in pred[node]:
+            for path in back(before):
+                yield [*path, node]
+
+    yield from back(target)
 
 
 def reasoning_paths(

@@ -108,14 +108,20 @@ class PassageTable:
             self._sections[key] = (ids, centroid_norms(self.vectors, ids))
         return self._sections[key]
 
+    @cached_property
+    def row_names(self) -> list[list[str]]:
+        """Per passage row, the mention names found there (``names`` inverted, read once), so
+        a few rows' names are read without visiting every name of the story."""
+        found: list[list[str]] = [[] for _ in self.ids]
+        for name, rows in self.names.items():
+            for row in rows.tolist():
+                found[row].append(name)
+        return found
+
     def names_at(self, first: int, last: int) -> tuple[str, ...]:
         """The mention names found in passages ``first`` to ``last`` (inclusive)."""
-        found = []
-        for name, rows in self.names.items():
-            i = int(np.searchsorted(rows, first))
-            if i < rows.size and rows[i] <= last:
-                found.append(name)
-        return tuple(sorted(found))
+        rows = self.row_names[max(first, 0): last + 1]
+        return tuple(sorted({name for names in rows for name in names}))
 
     def row_of(self, doc_order: int, offset: int) -> Optional[int]:
         """The passage holding character ``offset`` of the document with that order."""

@@ -24,6 +24,7 @@ import numpy as np
 
 from llama_index_e2rag.text import content_words
 from llama_index_e2rag.stores.lexical import LexicalIndex
+from llama_index_e2rag.ranking.top import top_rows
 
 AnchorRetriever = Literal["hybrid", "dense", "bm25"]
 BridgeDirection = Literal["out", "both"]
@@ -135,18 +136,18 @@ def anchor_candidates(
         fused += _rrf(cosines)
     if retriever in ("hybrid", "bm25"):
         fused += _rrf(view.lexical.scores(query), only_positive=True)
-    order = sorted(range(len(view)), key=lambda i: (-fused[i], -cosines[i], i))
-    return [Candidate(i, float(cosines[i])) for i in order[:k] if fused[i] > 0]
+    order = top_rows(fused, k, cosines).tolist()
+    return [Candidate(i, float(cosines[i])) for i in order if fused[i] > 0]
 
 
 def _rrf(scores: np.ndarray, only_positive: bool = False) -> np.ndarray:
     """1 / (RRF_K + rank) per row, rank 1 the best; rows without a match get 0 (BM25)."""
+    scores = np.asarray(scores, dtype=np.float64)
     out = np.zeros(len(scores), dtype=np.float64)
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-    for rank, i in enumerate(order, start=1):
-        if only_positive and scores[i] <= 0:
-            break
-        out[i] = 1.0 / (RRF_K + rank)
+    order = np.argsort(-scores, kind="stable")
+    if only_positive:
+        order = order[: int(np.count_nonzero(scores > 0))]
+    out[order] = 1.0 / (RRF_K + np.arange(1, len(order) + 1))
     return out
 
 

@@ -45,21 +45,25 @@ from llama_index_e2rag.extract.event_graph.prompts import (
     draft_of,
     parse_decomposition,
 )
+from llama_index_e2rag.graph.node_rows import NodeRows, docs_of, ids_of, prefetch, take
 from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.ranking.event_graph import (
     Aligned,
     EventGraphView,
+    Link,
     Matched,
     Path,
     align_entities,
-    entity_graph,
+    entity_links,
     evidence_order,
     kg_sub,
+    link_graph,
     match_events,
     reasoning_paths,
 )
 from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
+from llama_index_e2rag.retrievers import event_graph_file
 from llama_index_e2rag.retrievers.budget import within_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import chunk_metadata, chunk_result
@@ -107,8 +111,35 @@ class _Chunk:
 
 
 def _build(stores: Stores, state: Hashable) -> EventGraphView:
+    """The view of this content state: read from its persisted model (``event_graph_file``),
+    else derived from the graph and persisted for the next process."""
+    key = event_graph_file.content_key(stores, state)
+    stored = event_graph_file.read(stores, key)
+    if stored is not None:
+        return _view(stores, stored)
+    view, links = _derive(stores)
+    event_graph_file.write(stores, key, event_graph_file.encode(view, links))
+    return view
+
+
+def _view(stores: Stores, data: dict[str, Any]) -> EventGraphView:
+    """The view of a persisted model: nodes are read from the graph when a query uses them."""
+    entities = NodeRows(data["entities"], data["entity_docs"], stores.graph.get_nodes)
+    events = NodeRows(data["events"], data["event_docs"], stores.graph.get_nodes)
+    return EventGraphView(
+        entities=entities,
+        entity_vectors=stores.matrix_of(entities.ids),
+        events=events,
+        event_vectors=stores.matrix_of(events.ids),
+        participants=data["participants"],
+        graph=link_graph(entities.ids, event_graph_file.decode_links(data)),
+        forms=event_graph_file.decode_forms(data),
+    )
+
+
+def _derive(stores: Stores) -> tuple[EventGraphView, list[Link]]:
     """Read entities, events (``graph_event`` nodes, else the ``event`` nodes lifted to an
-    entity), participation and the entity links once per store state."""
+    entity), participation and the entity links from the whole graph."""
     graph = stores.graph
     entities = sort_by_position(fused_entities(graph))
     row = {e.id: i for i, e in enumerate(entities)}
@@ -126,18 +157,27 @@ def _build(stores: Stores, state: Hashable) -> EventGraphView:
         if edge.target in event_ids:
             participants.setdefault(edge.target, []).append(edge.source)
     participants = {k: sorted(set(v), key=row.__getitem__) for k, v in participants.items()}
-    links = graph.edges(EdgeKind.CO_MENTION) + graph.edges(EdgeKind.INSTANCE_OF)
-    return EventGraphView(
+    ids = list(row)
+    links = entity_links(ids, graph.edges(EdgeKind.CO_MENTION) + graph.edges(EdgeKind.INSTANCE_OF))
+    view = EventGraphView(
         entities=entities,
         entity_vectors=stores.matrix(entities),
         events=events,
         event_vectors=stores.matrix(events),
         participants=participants,
-        graph=entity_graph(row, links),
+        graph=link_graph(ids, links),
     )
+    return view, links
 
 
 _VIEW: StateCache[EventGraphView] = StateCache(_build)
+
+
+def save_read_model(stores: Stores) -> None:
+    """Derive and persist the view of the stores' current content now (``e2rag index`` after
+    writing an index with the event graph layer), so the next process's first query reads it."""
+    with stores.reading():
+        _VIEW.get(stores)
 
 
 def restrict_view(view: EventGraphView, scope: Optional[DocScope]) -> EventGraphView:
@@ -145,20 +185,22 @@ def restrict_view(view: EventGraphView, scope: Optional[DocScope]) -> EventGraph
     alignment, event matching and paths rank within them."""
     if scope is None:
         return view
-    entity_rows = [i for i, e in enumerate(view.entities) if scope.allows(e.doc_id)]
-    event_rows = [i for i, e in enumerate(view.events) if scope.allows(e.doc_id)]
-    entities = [view.entities[i] for i in entity_rows]
-    events = [view.events[i] for i in event_rows]
-    kept = {e.id for e in entities}
+    entity_rows = [i for i, doc in enumerate(docs_of(view.entities)) if scope.allows(doc)]
+    event_rows = [i for i, doc in enumerate(docs_of(view.events)) if scope.allows(doc)]
+    entities = take(view.entities, entity_rows)
+    events = take(view.events, event_rows)
+    kept = set(ids_of(entities))
+    assert view.forms is not None  # set by the view itself
     return EventGraphView(
         entities=entities,
         entity_vectors=view.entity_vectors[entity_rows],
         events=events,
         event_vectors=view.event_vectors[event_rows],
         participants={
-            e.id: [m for m in view.participants.get(e.id, []) if m in kept] for e in events
+            e: [m for m in view.participants.get(e, []) if m in kept] for e in ids_of(events)
         },
         graph=view.graph.subgraph(kept),
+        forms=[view.forms[i] for i in entity_rows],
     )
 
 
@@ -301,10 +343,14 @@ class EventGraphRetriever(StoresRetriever):
             view, decomposition.entities, vectors[:n_entities], self.entity_top_k
         )
         events = match_events(view, vectors[n_entities:], self.event_top_k)
+        prefetch(view.events, [m.idx for m in events])
         neighbours = kg_sub(view, events)
+        entity_ids = ids_of(view.entities)
         paths = reasoning_paths(
-            view.graph, [view.entities[a.idx].id for a in aligned], self.max_path_length
+            view.graph, [entity_ids[a.idx] for a in aligned], self.max_path_length
         )
+        shown = [e for e, _ in neighbours] + [e for p in paths for e in p.entities]
+        prefetch(view.entities, [a.idx for a in aligned] + [view.entity_row(e) for e in shown])
         used = [view.events[m.idx] for m in events] + [view.entities[a.idx] for a in aligned]
         used += [view.entity(e) for e, _ in neighbours]
         used += [view.entity(e) for p in paths for e in p.entities[:1]]

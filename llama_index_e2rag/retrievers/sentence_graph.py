@@ -38,6 +38,7 @@ from llama_index_e2rag.errors import (
 )
 from llama_index_e2rag.extract.sentence_graph.prompts import EvidencePath, REFINE_PROMPT
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.graph.node_rows import NodeRows, docs_of, prefetch
 from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.stores.lexical import LexicalIndex
 from llama_index_e2rag.llm.runner import run_sync
@@ -58,10 +59,11 @@ from llama_index_e2rag.ranking.sentence_graph import (
 )
 from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.retrievers.base import RetrievalIO, StoresRetriever
+from llama_index_e2rag.retrievers import sentence_graph_file
 from llama_index_e2rag.retrievers.budget import within_budget
 from llama_index_e2rag.retrievers.sentence_graph_refine import llm_refine
 from llama_index_e2rag.retrievers.vector import chunk_metadata
-from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind
+from llama_index_e2rag.schema import GraphNode, NodeKind
 from llama_index_e2rag.stores.state_cache import StateCache
 from llama_index_e2rag.stores.port import Stores
 
@@ -87,57 +89,46 @@ def has_sentence_graph(graph: GraphStore) -> bool:
 
 @dataclass
 class _SentenceGraph:
-    """The ranking view and, row for row, the sentences' graph nodes."""
+    """The ranking view and, row for row, the sentences' graph nodes (``NodeRows`` when the
+    view was read from its file: a node is read when a query returns it)."""
 
     view: SentenceGraphView
-    nodes: list[GraphNode]
+    nodes: Sequence[GraphNode]
 
 
 def _build(stores: Stores, state: Hashable) -> _SentenceGraph:
-    """Read SentGraph's sentences, topics, rst and bridge edges and the sentence vectors once per
-    store state (grounded sentences share the node kind and are left out by their attrs)."""
-    graph = stores.graph
-    topics = {
-        t.id: t.text for t in graph.nodes(NodeKind.TOPIC) if t.attrs.get("sentgraph") == "topic"
-    }
-    nodes = sorted(
-        (
-            n
-            for n in graph.nodes(NodeKind.SENTENCE)
-            if n.attrs.get("sentgraph") in ("core", "supplementary")
-        ),
-        key=lambda n: (n.attrs.get("sentgraph") != "core", n.pos, n.id),
-    )
-    row = {n.id: i for i, n in enumerate(nodes)}
-    topic_of = [str(n.attrs.get("topic_id", "")) for n in nodes]
+    """The view of this content state: read from its persisted model (``sentence_graph_file``),
+    else derived from the graph and persisted for the next process."""
+    key = sentence_graph_file.content_key(stores, state)
+    data = sentence_graph_file.read(stores, key)
+    if data is not None:
+        return _assemble(stores, data, NodeRows(data["ids"], data["docs"], stores.graph.get_nodes))
+    data, nodes = sentence_graph_file.derive(stores)
+    sentence_graph_file.write(stores, key, data)
+    return _assemble(stores, data, nodes)
+
+
+def _assemble(stores: Stores, data: dict[str, Any], nodes: Sequence[GraphNode]) -> _SentenceGraph:
+    """The ranking view of a model (``sentence_graph_file``), with the sentence vectors."""
+    topics, topic_of, texts = data["topics"], data["topic_of"], data["texts"]
     members: dict[str, list[int]] = {}
     for i, topic in enumerate(topic_of):
         members.setdefault(topic, []).append(i)  # cores first: the rows are sorted that way
-    rst: list[list[tuple[int, str, str]]] = [[] for _ in nodes]
-    for edge in graph.edges(EdgeKind.RST):
-        a, b = row.get(edge.source), row.get(edge.target)
-        if a is not None and b is not None:
-            cls = str(edge.attrs.get("class", ""))
-            rst[a].append((b, edge.role or "", cls))
-            rst[b].append((a, edge.role or "", cls))
     bridges_out: dict[str, list[Bridge]] = {}
     bridges_in: dict[str, list[Bridge]] = {}
-    for edge in graph.edges(EdgeKind.BRIDGE):
-        if edge.source in topics and edge.target in topics:
-            role, why = edge.role or "", str(edge.attrs.get("description") or "")
-            bridges_out.setdefault(edge.source, []).append(Bridge(edge.target, role, why))
-            bridges_in.setdefault(edge.target, []).append(Bridge(edge.source, role, why))
-    texts = [n.text for n in nodes]
+    for source, target, role, why in data["bridges"]:
+        bridges_out.setdefault(source, []).append(Bridge(target, role, why))
+        bridges_in.setdefault(target, []).append(Bridge(source, role, why))
     view = SentenceGraphView(
-        ids=[n.id for n in nodes],
+        ids=list(data["ids"]),
         texts=texts,
         topic_of=topic_of,
-        role=[str(n.attrs["sentgraph"]) for n in nodes],
-        vectors=stores.matrix(nodes),
+        role=data["role"],
+        vectors=stores.matrix_of(data["ids"]),
         lexical=LexicalIndex.build(
-            [n.id for n in nodes], [f"{topics.get(t, '')} {s}" for t, s in zip(topic_of, texts)]
+            data["ids"], [f"{topics.get(t, '')} {s}" for t, s in zip(topic_of, texts)]
         ),
-        rst=rst,
+        rst=[[(b, type_, cls) for b, type_, cls in found] for found in data["rst"]],
         bridges_out=bridges_out,
         bridges_in=bridges_in,
         members=members,
@@ -147,6 +138,13 @@ def _build(stores: Stores, state: Hashable) -> _SentenceGraph:
 
 
 _VIEW: StateCache[_SentenceGraph] = StateCache(_build)
+
+
+def save_read_model(stores: Stores) -> None:
+    """Derive and persist the view of the stores' current content now (``e2rag index`` after
+    writing an index with the sentence graph layer), so the next process's first query reads it."""
+    with stores.reading():
+        _VIEW.get(stores)
 
 
 class SentenceGraphRetriever(StoresRetriever):
@@ -360,6 +358,7 @@ class SentenceGraphRetriever(StoresRetriever):
         if allowed is not None:
             ranked = [r for r in ranked if allowed[r.idx]]
         label = f"{how}:{refinement.action}"
+        prefetch(state.nodes, [r.idx for r in ranked])
         sources = chunk_metadata(self._stores, [state.nodes[r.idx].chunk_id for r in ranked])
         nodes = [_to_node(state, r, float(cosines[r.idx]), label, sources) for r in ranked]
         nodes = within_budget(nodes, self.budget_words)
@@ -379,7 +378,7 @@ def _allowed(state: _SentenceGraph, scope: Optional[DocScope]) -> Optional[np.nd
     """Which sentence rows belong to the filter's documents (``None``: no filter)."""
     if scope is None:
         return None
-    return scope.rows([node.doc_id for node in state.nodes])
+    return scope.rows(list(docs_of(state.nodes)))
 
 
 def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:

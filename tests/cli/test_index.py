@@ -13,6 +13,7 @@ from hash_embedding import HashEmbedding
 from llama_index.core import Settings
 from scripted_llm import ScriptedLLM
 from extract.test_chrono import HARBOUR, MOUNTAIN
+from persisted_demo import forbid
 from test_index import NAMES, STORY
 
 from llama_index_e2rag.cli.entry import build_parser, main
@@ -198,3 +199,26 @@ def test_index_saves_the_narrative_read_model_of_what_it_wrote(plain_store: Path
         state = narrative_state(stores)
     rebuilt = passage_file.encode(state.table, state.chunk_metadata)
     assert saved == json.loads(json.dumps(rebuilt))  # (tuples are lists in JSON)
+
+
+@pytest.mark.parametrize(
+    ("flag", "mode", "derivation"),
+    [("--event-graph", "event_graph", ("event_graph", "_derive")),
+     ("--sentence-graph", "sentence_graph", ("sentence_graph_file", "derive"))],
+)
+def test_index_saves_a_layer_view_only_with_the_layer(
+    plain_store: Path, monkeypatch: pytest.MonkeyPatch, flag: str, mode: str,
+    derivation: tuple[str, str],
+) -> None:
+    import importlib
+
+    from llama_index_e2rag.stores.read_model_file import READ_MODELS_DIR
+
+    path = plain_store / "e2rag" / READ_MODELS_DIR / f"{mode}.jsonl"
+    assert not path.exists()  # no layer, no derivation
+    assert main(["index", "--store", str(plain_store), flag, "--quiet"]) == 0
+    assert path.is_file()
+    derives = importlib.import_module(f"llama_index_e2rag.retrievers.{derivation[0]}")
+    forbid(monkeypatch, derives, derivation[1], f"the {mode} view was derived again")
+    view = importlib.import_module(f"llama_index_e2rag.retrievers.{mode}")._VIEW
+    assert view.get(load_store(plain_store).stores)  # read: written by the index

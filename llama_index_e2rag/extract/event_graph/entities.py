@@ -71,3 +71,34 @@ def name_forms(entity: GraphNode) -> NameForms:
         frozenset(key for key in map(normalize_text, names) if key),
         frozenset(v for n in names for v in name_variants(n, kind)),
     )
+
+
+class NameIndex:
+    """Which of many entities a name names, looked up instead of asking each entity in turn.
+
+    ``rows(name)`` equals ``{i: forms[i].match(name)}`` over the rows that match: a name is
+    read with each entity type present (its short forms depend on the type), then its key and
+    short forms are looked up, so a query costs the same in a short story and a long novel.
+    """
+
+    def __init__(self, forms: list[NameForms]) -> None:
+        self._exact: dict[str, list[int]] = {}
+        self._short: dict[tuple[Optional[str], str], list[int]] = {}
+        for row, form in enumerate(forms):
+            for key in form.exact:
+                self._exact.setdefault(key, []).append(row)
+            for variant in form.short:
+                self._short.setdefault((form.entity_type, variant), []).append(row)
+        self._types = sorted({form.entity_type for form in forms}, key=lambda t: t or "")
+
+    def rows(self, name: str) -> dict[int, NameMatch]:
+        """The rows ``name`` names and how (an exact name wins over a short form)."""
+        found: dict[int, NameMatch] = {}
+        for entity_type in self._types:
+            _, variants = _lookup_forms(name, entity_type)
+            for variant in variants:
+                for row in self._short.get((entity_type, variant), ()):
+                    found[row] = "variant"
+        for row in self._exact.get(normalize_text(name), ()):
+            found[row] = "exact"
+        return found

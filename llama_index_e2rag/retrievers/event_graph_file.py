@@ -1,0 +1,72 @@
+"""The ``event_graph`` mode's read model on disk, so a new process does not derive it again.
+
+Deriving the view reads every ``participates``, ``co_mention`` and ``instance_of`` edge of the
+graph and every entity and event node (at 150k words ~200k edges, ~12 s of a cold first query).
+What it keeps is small: the entities' and events' ids and documents in row order, who takes part
+in each event, the entity graph's links in the order they were first made (so tied paths are
+listed as before) and each entity's name forms. It is persisted per content state
+(``stores.read_model_file``: ``e2rag index`` writes it after indexing; otherwise the first query
+after a write does) and read back in milliseconds; vectors come from the vector store and the
+nodes themselves from the graph, by id, when a query uses them (``graph.node_rows``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Optional
+
+from llama_index_e2rag.extract.event_graph.entities import NameForms
+from llama_index_e2rag.graph.node_rows import docs_of, ids_of
+from llama_index_e2rag.ranking.event_graph import EventGraphView, Link
+from llama_index_e2rag.stores import read_model_file
+from llama_index_e2rag.stores.port import Stores
+
+#: Two JSON lines: the content key and the SHA-256 of the second line, then the model.
+EVENT_GRAPH_FILE = "event_graph.jsonl"
+#: Bumped when the encoding or what the model holds changes: an older file is rebuilt.
+FORMAT = 1
+
+
+def content_key(stores: Stores, state: Hashable) -> str:
+    """What the read model was built from: the graph's version and its documents' records."""
+    return read_model_file.content_key(stores, state, FORMAT)
+
+
+def encode(view: EventGraphView, links: list[Link]) -> dict[str, Any]:
+    """The view without its vectors and nodes, as JSON values."""
+    assert view.forms is not None  # set by the view itself
+    return {
+        "entities": list(ids_of(view.entities)),
+        "entity_docs": list(docs_of(view.entities)),
+        "events": list(ids_of(view.events)),
+        "event_docs": list(docs_of(view.events)),
+        "participants": view.participants,
+        "links": [list(link) for link in links],
+        "forms": [[f.entity_type, sorted(f.exact), sorted(f.short)] for f in view.forms],
+    }
+
+
+def decode_links(data: dict[str, Any]) -> list[Link]:
+    """The entity graph's links of an encoded model, in their order."""
+    return [(str(a), str(b), float(cost), str(hop)) for a, b, cost, hop in data["links"]]
+
+
+def decode_forms(data: dict[str, Any]) -> list[NameForms]:
+    """The entities' name forms of an encoded model, in row order."""
+    return [NameForms(kind, frozenset(exact), frozenset(short))
+            for kind, exact, short in data["forms"]]
+
+
+def read(stores: Stores, key: str) -> Optional[dict[str, Any]]:
+    """The persisted model of content ``key``, else None (missing, older, damaged)."""
+    data = read_model_file.read(stores, EVENT_GRAPH_FILE, key)
+    fields = ("entities", "entity_docs", "events", "event_docs", "participants", "links", "forms")
+    if not isinstance(data, dict) or any(name not in data for name in fields):
+        return None
+    if not len(data["entities"]) == len(data["entity_docs"]) == len(data["forms"]):
+        return None
+    return data if len(data["events"]) == len(data["event_docs"]) else None
+
+
+def write(stores: Stores, key: str, data: dict[str, Any]) -> None:
+    """Persist the model for the next process (atomically, or not at all)."""
+    read_model_file.write(stores, EVENT_GRAPH_FILE, key, data)
