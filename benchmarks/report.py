@@ -15,6 +15,8 @@ from benchmarks.litbank.report import saved_section as litbank_section
 FIRST_ANSWER_MD = Path(__file__).resolve().parent / "results" / "first-answer.md"
 #: Where a build's time and memory go, and library builds in groups (issue 26), measured by hand.
 BUILD_MD = Path(__file__).resolve().parent / "results" / "build-breakdown.md"
+#: Warm latency per mode at two index sizes (issue 26), measured by hand.
+LATENCY_MD = Path(__file__).resolve().parent / "results" / "latency-growth.md"
 #: Reference baseline figures from ``shared/data/README.md`` (same embedding, full dev splits).
 README_REFERENCE = {
     "fairytaleqa": {"bm25": (0.633, 0.817), "dense": (0.582, 0.756), "hybrid": (0.633, 0.821),
@@ -488,7 +490,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
         plot = plot_scaling(scaling, modes, img_dir / "scaling.png")
         if plot:
             out += [f"![scaling]({os.path.relpath(plot, doc_path.parent)})", ""]
-    for by_hand in (BUILD_MD, FIRST_ANSWER_MD):  # measured by hand; a render keeps them
+    for by_hand in (BUILD_MD, LATENCY_MD, FIRST_ANSWER_MD):  # measured by hand; a render keeps them
         if by_hand.is_file():
             out += [by_hand.read_text(encoding="utf-8").strip(), ""]
     out += _vector_storage_section()
