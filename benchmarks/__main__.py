@@ -4,7 +4,8 @@
 own options, ``--help``); its section of the report is kept when ``quick``/``full`` rewrite it.
 
 ``quick``: the two shortest LiteraryQA books, the first two FairytaleQA val stories, the first two
-questions of each multi-hop sample, scaling at 5k/20k words (and 20k in 4 documents), LLM cost on the shortest book,
+questions of each multi-hop sample, scaling at 5k/20k words (and 20k in 4 documents), LLM cost on
+the shortest book,
 import cost over 5 fresh interpreters per statement (about 10 s).
 ``full``: every book, story and multi-hop question, scaling at 10k/100k/1M words in one document
 and 10M words in 100 (the books read round again: distinct windows), LLM cost on the

@@ -1,5 +1,6 @@
 """``e2rag index`` extracts and saves documents in groups of ``--commit-words``: the same store
-as one write, memory for one group, and a stopped run keeps whole groups (a re-run adds the rest)."""
+as one write, memory for one group, and a stopped run keeps whole groups (a re-run adds the
+rest)."""
 
 from __future__ import annotations
 
