@@ -480,8 +480,9 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
         out += ["## Scaling", "", _stamp(results, part="scaling"), "",
                 "Real books concatenated and cut to each size, one document, one process per "
                 "size; a row *in N documents* cuts N distinct windows of the books (read round "
-                "again when short) and builds them as `e2rag index` does, a "
-                "`--commit-words` group per write. Growth exponent = slope of a least-squares "
+                "again when short) and builds them as `e2rag index` does with `--commit-words` "
+                "of one document: a document per write, the store saved between them. Growth "
+                "exponent = slope of a least-squares "
                 "fit in log-log space (1 = linear), over the one-document rows.", ""]
         out += _speed_table(scaling["rows"], modes) + [""]
         out += _store_table(scaling["rows"]) + [""]

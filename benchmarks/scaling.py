@@ -1,8 +1,9 @@
 """How build time, memory and query latency grow with the amount of text.
 
 Real books are concatenated and cut to each size: one document, or (a ``(words, documents)``
-size) that many distinct documents built as ``e2rag index`` builds a library, one
-``COMMIT_WORDS`` group per write. Each size is measured in its own process by
+size) that many distinct documents built as ``e2rag index`` builds a library, a group of one
+document per write (``--commit-words`` of one document's words: 100k for 10M words in 100), the
+store saved between groups. Each size is measured in its own process by
 ``speed.measure_in_subprocess``. The growth exponent is the slope of a least-squares line in
 log-log space (1.0 means linear, 2.0 quadratic), fitted over the one-document sizes.
 """
@@ -43,8 +44,6 @@ def run_scaling(books: Sequence[Narrative], sizes: Sequence[Size], modes: Sequen
     query``/``show`` and inserting a further ``INSERT_WORDS``-word text (from the last books,
     so it is new) into the persisted index.
     """
-    from llama_index_e2rag.cli.index import COMMIT_WORDS
-
     rows = []
     insert_text = concatenated_words(list(books)[::-1], INSERT_WORDS)
     for size in tqdm(sizes, desc="scaling", unit="size"):
@@ -53,7 +52,7 @@ def run_scaling(books: Sequence[Narrative], sizes: Sequence[Size], modes: Sequen
                  else word_windows(list(books), words, docs))
         row = measure_in_subprocess(texts, modes, queries, timeout=timeout, loaded=True,
                                     cli=True, insert_text=insert_text,
-                                    commit_words=COMMIT_WORDS if docs > 1 else None)
+                                    commit_words=words // docs if docs > 1 else None)
         row["target_words"], row["documents"] = words, docs
         if docs > 1:
             row["name"] = f"{words:,} words in {docs} documents"

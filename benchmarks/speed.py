@@ -82,13 +82,15 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     ids = job.get("doc_ids") or [f"doc-{i}" for i in range(len(job["texts"]))]
     documents = [Document(text=text, id_=doc_id) for text, doc_id in zip(job["texts"], ids)]
     started = time.perf_counter()
-    if job.get("commit_words"):  # a library, as ``e2rag index`` writes it: a group per write
-        from llama_index_e2rag.cli.index import commit_groups
+    if job.get("commit_words"):  # a library as ``e2rag index`` writes it: a group per write,
+        from llama_index_e2rag.cli.index import commit_groups  # the store saved between groups
 
         first, *rest = commit_groups(documents, job["commit_words"])
         index = build_index(first, embed)
-        for group in rest:
-            index.insert_documents(group)
+        with tempfile.TemporaryDirectory(prefix="e2rag-bench-groups-") as saved:
+            for group in rest:
+                index.storage_context.persist(persist_dir=saved)
+                index.insert_documents(group)
     else:
         index = build_index(documents, embed)
     build_seconds = time.perf_counter() - started

@@ -171,22 +171,16 @@ def kg_sub(view: EventGraphView, events: Sequence[Matched]) -> list[tuple[str, M
     return list(found.items())
 
 
-def entity_graph(entity_ids: Iterable[str], edges: Iterable[GraphEdge]) -> nx.Graph:
-    """The graph paths are searched on: every entity, and of ``edges`` only the entity-entity
-    ``co_mention`` (``entity_link``) and ``instance_of`` (``same_entity``) links. Edges to or
-    from anything else (events, mentions) are left out, so no path passes an event."""
-    entity_ids = list(entity_ids)
-    return link_graph(entity_ids, entity_links(entity_ids, edges))
-
-
 #: A link of the entity graph: its two entities (in the order first linked), cost and hop.
 Link = tuple[str, str, float, str]
 
 
 def entity_links(entity_ids: Iterable[str], edges: Iterable[GraphEdge]) -> list[Link]:
-    """``entity_graph``'s links in the order each pair was first linked, with the cheapest
-    cost found for it: ``link_graph`` rebuilds the same graph, neighbour order included (the
-    order tied paths are listed in), from them alone."""
+    """The links of the graph paths are searched on, in the order each pair was first linked,
+    with the cheapest cost found for it: of ``edges`` only the entity-entity ``co_mention``
+    (``entity_link``) and ``instance_of`` (``same_entity``) links, so no path passes an event
+    or a mention. ``link_graph`` rebuilds the graph, neighbour order included (the order tied
+    paths are listed in), from them alone."""
     known = set(entity_ids)
     kinds = {EdgeKind.CO_MENTION: "entity_link", EdgeKind.INSTANCE_OF: "same_entity"}
     links: dict[frozenset[str], Link] = {}

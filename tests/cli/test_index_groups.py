@@ -20,7 +20,6 @@ from llama_index_e2rag.index import E2RAGIndex
 from .conftest import EXTRACTION_KINDS, extractions
 
 
-
 @pytest.fixture
 def files(tmp_path: Path) -> list[str]:
     paths = []

@@ -5,21 +5,27 @@ Vectors are hand-made on a few axes so every ranking step follows from the numbe
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
 from llama_index_e2rag.ranking.event_graph import (
     EventGraphView,
     align_entities,
-    entity_graph,
+    entity_links,
     evidence_order,
     kg_sub,
+    link_graph,
     match_events,
     reasoning_paths,
     shortest_path,
 )
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
+
+
+def entity_graph(entity_ids: list[str], edges: list[GraphEdge]) -> Any:
+    """The graph a view searches paths on, as ``ranking.event_graph`` builds it."""
+    return link_graph(entity_ids, entity_links(entity_ids, edges))
 
 
 def entity(name: str, at: int, aliases: Optional[list[str]] = None) -> GraphNode:
