@@ -409,16 +409,24 @@ async def embed_texts(
     distinct = set(texts)
     reused = sorted(distinct & set(known or {}))
     todo = sorted(distinct.difference(reused), key=lambda t: (len(t), t))
-    parts: list[np.ndarray] = []
+    order = [*todo, *reused]
+    matrix = np.zeros((0, 0), dtype=np.float32)
+    # filled in place: a book's vectors are held once, not once per call and again joined
+
+    def put(start: int, rows: np.ndarray) -> None:
+        nonlocal matrix
+        if matrix.size == 0:
+            matrix = np.empty((len(order), rows.shape[1]), dtype=np.float32)
+        matrix[start : start + len(rows)] = rows
+
     with tqdm(total=len(todo), desc="Embedding", unit="text", disable=not show_progress) as bar:
         for start in range(0, len(todo), EMBED_CALL_TEXTS):
             batch = todo[start : start + EMBED_CALL_TEXTS]
-            parts.append(np.asarray(await embed_model.aget_text_embedding_batch(batch), np.float32))
+            put(start, np.asarray(await embed_model.aget_text_embedding_batch(batch), np.float32))
             bar.update(len(batch))
     if reused and known is not None:
-        parts.append(np.stack([known[t] for t in reused]).astype(np.float32, copy=False))
-    matrix = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
-    return StagedVectors({t: i for i, t in enumerate([*todo, *reused])}, matrix)
+        put(len(todo), np.stack([known[t] for t in reused]))
+    return StagedVectors({t: i for i, t in enumerate(order)}, matrix)
 
 
 # -- phase 2: what the stores write ------------------------------------------------------------
