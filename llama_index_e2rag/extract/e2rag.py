@@ -9,7 +9,7 @@ date. Mentions link to the events of their own chunk whose text names them (``li
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 from llama_index.core.async_utils import get_asyncio_module
 from llama_index.core.prompts import BasePromptTemplate
@@ -86,6 +86,10 @@ class EntityEventExtractor(TransformComponent, PromptMixin):
             combined_prompt=combined_prompt or COMBINED_EXTRACTION_PROMPT,
             show_progress=show_progress,
         )
+
+    #: Each chunk is extracted on its own: a long document may be extracted a group of chunks
+    #: per call.
+    chunk_local: ClassVar[bool] = True
 
     @classmethod
     def class_name(cls) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from contextlib import closing
 from itertools import pairwise
-from typing import Any, Optional, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 from llama_index.core.schema import BaseNode, TransformComponent
 from pydantic import Field
@@ -291,6 +291,10 @@ class GroundedExtractor(TransformComponent):
         description="Keep predicates none of whose arguments became a mention ('It was late').",
     )
 
+    #: Works chunk by chunk in order, handing what a chunk ends with to the next through the
+    #: caller's ``carry``: a long document may be extracted a group of chunks per call.
+    chunk_local: ClassVar[bool] = True
+
     @classmethod
     def class_name(cls) -> str:
         return "GroundedExtractor"
@@ -310,8 +314,12 @@ class GroundedExtractor(TransformComponent):
                 disable=not kwargs.get("show_progress", False),
             )
             # each document's persons, as its last chunk ended: the next chunk's pronouns
-            # may stand for them
-            ended: dict[str, list[Person]] = {}
+            # may stand for them (kept in the caller's ``carry`` when it extracts a document
+            # a group of chunks per call)
+            carry = kwargs.get("carry")
+            ended: dict[str, list[Person]] = (
+                {} if carry is None else carry.setdefault(("persons", id(self)), {})
+            )
             with bar, closing(parsed):  # ends the worker processes however the loop ends
                 for node, doc in zip(nodes, parsed, strict=True):
                     doc_id = chunk_doc_id(node)

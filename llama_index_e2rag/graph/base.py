@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import (
     Any,
     Iterable,
+    Iterator,
     Literal,
     Mapping,
     Optional,
@@ -17,7 +18,22 @@ from typing import (
 from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
 
+#: Rows per page where a whole document's rows are written or read.
+PAGE = 5000
+
 Direction = Literal["out", "in", "both"]
+
+
+def pages(items: Iterable[Any], size: int = PAGE) -> Iterator[list[Any]]:
+    """``items`` in lists of at most ``size``, read lazily."""
+    page: list[Any] = []
+    for item in items:
+        page.append(item)
+        if len(page) == size:
+            yield page
+            page = []
+    if page:
+        yield page
 
 
 @dataclass
@@ -49,7 +65,13 @@ def batch_links(docs: Sequence[DocRows]) -> list[GraphEdge]:
     links = [link for doc in docs for link in doc.links]
     if not links:
         return links
-    seen = {(e.source, e.target, e.kind.value, e.role or "") for doc in docs for e in doc.edges}
+    ends = {link.source for link in links}  # only an edge from a link's source can collide
+    seen = {
+        (e.source, e.target, e.kind.value, e.role or "")
+        for doc in docs
+        for e in doc.edges
+        if e.source in ends
+    }
     for link in links:
         key = (link.source, link.target, link.kind.value, link.role or "")
         if key in seen:
@@ -119,6 +141,14 @@ class GraphStore(Protocol):
     def edges(
         self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None
     ) -> list[GraphEdge]: ...
+
+    def scan_nodes(
+        self, kind: Optional[NodeKind] = None, doc_id: Optional[str] = None, page: int = ...
+    ) -> Iterator[list[GraphNode]]: ...
+
+    def scan_edges(
+        self, doc_id: Optional[str] = None, page: int = ...
+    ) -> Iterator[list[GraphEdge]]: ...
 
     def edges_of(
         self,

@@ -6,11 +6,11 @@ import bisect
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from llama_index_e2rag.errors import CorruptGraphError, GraphStoreError
 from llama_index_e2rag.disk.files import atomic_replace
-from llama_index_e2rag.graph.base import Direction, DocRows, batch_links
+from llama_index_e2rag.graph.base import PAGE, Direction, DocRows, batch_links, pages
 from llama_index_e2rag.schema import (
     SCHEMA_VERSION,
     EdgeKind,
@@ -162,6 +162,17 @@ class NetworkXGraphStore:
         else:
             ids = self._g.nodes
         return sort_by_position(self._g.nodes[i]["record"] for i in ids)
+
+    def scan_nodes(
+        self, kind: Optional[NodeKind] = None, doc_id: Optional[str] = None, page: int = PAGE
+    ) -> Iterator[list[GraphNode]]:
+        """``nodes`` in pages (in memory already: the pages only match the SQL stores)."""
+        return pages(self.nodes(kind, doc_id), page)
+
+    def scan_edges(
+        self, doc_id: Optional[str] = None, page: int = PAGE
+    ) -> Iterator[list[GraphEdge]]:
+        return pages(self.edges(doc_id=doc_id), page)
 
     def edges(
         self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None

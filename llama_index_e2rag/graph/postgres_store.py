@@ -58,6 +58,7 @@ class PostgresGraphStore(SQLGraphStore):
     """
 
     placeholder = "%s"
+    binary_collation = ' COLLATE "C"'
 
     def __init__(self, dsn: str, schema: str = DEFAULT_SCHEMA) -> None:
         super().__init__()

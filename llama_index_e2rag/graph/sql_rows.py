@@ -7,9 +7,8 @@ layout reads in one place, without the transaction and locking code.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
 
@@ -61,15 +60,10 @@ UPSERT_META = (
 )
 
 
-def rows_digest(node_rows: Iterable[Sequence[Any]], edge_rows: Iterable[Sequence[Any]]) -> str:
-    """A digest of a document's rows as stored (ordered), to find rows changed on disk later."""
-    digest = hashlib.sha1()
-    for rows in (node_rows, edge_rows):
-        for row in sorted(tuple("" if v is None else str(v) for v in r) for r in rows):
-            digest.update("\x1f".join(row).encode("utf-8", "surrogatepass"))
-            digest.update(b"\x1e")
-        digest.update(b"\x1d")
-    return digest.hexdigest()
+def row_text(row: Sequence[Any]) -> bytes:
+    """One row as the document digest reads it: its fields as text (None as empty), joined."""
+    fields = ("" if v is None else str(v) for v in row)
+    return "\x1f".join(fields).encode("utf-8", "surrogatepass") + b"\x1e"
 
 
 def node_row(node: GraphNode) -> tuple[Any, ...]:

@@ -8,16 +8,15 @@ connection (``_connect``) and their placeholder style; everything else is shared
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from contextlib import contextmanager
-from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 from llama_index_e2rag.errors import GraphStoreError
-from llama_index_e2rag.graph.base import Direction, DocRows, batch_links
+from llama_index_e2rag.graph.base import PAGE, Direction, DocRows, batch_links, pages
 from llama_index_e2rag.graph.sql_rows import (  # noqa: F401 - FORMAT_NAME, SCHEMA, ... re-exported
-    BATCH,
     DOC_RECORD,
     EDGE_COLUMNS,
     FORMAT_NAME,
@@ -31,11 +30,11 @@ from llama_index_e2rag.graph.sql_rows import (  # noqa: F401 - FORMAT_NAME, SCHE
     batches,
     edge_row,
     filters,
-    placeholders,
     node_row,
+    placeholders,
     row_edge,
     row_node,
-    rows_digest,
+    row_text,
 )
 from llama_index_e2rag.schema import SCHEMA_VERSION, EdgeKind, GraphEdge, GraphNode, NodeKind
 
@@ -49,6 +48,8 @@ class SQLGraphStore:
 
     #: DB-API placeholder of the driver; statements are written with ``?``.
     placeholder = "?"
+    #: Collation that orders text as Python compares it (code points; the row digest's order).
+    binary_collation = ""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -189,9 +190,7 @@ class SQLGraphStore:
             cur.executemany(self._sql(UPSERT_NODE), [node_row(n) for n in nodes])
             self._bump(cur)
 
-    def _write_edges(
-        self, cur: Any, edges: list[GraphEdge], rows: Optional[list[tuple[Any, ...]]] = None
-    ) -> None:
+    def _write_edges(self, cur: Any, edges: list[GraphEdge]) -> None:
         if not edges:
             return
         ends = sorted({e.source for e in edges} | {e.target for e in edges})
@@ -209,7 +208,7 @@ class SQLGraphStore:
                         f"edge {edge.kind.value} {edge.source} -> {edge.target}: node {end!r} "
                         "is not in the graph; upsert nodes before their edges"
                     )
-        cur.executemany(self._sql(UPSERT_EDGE), rows or [edge_row(e) for e in edges])
+        cur.executemany(self._sql(UPSERT_EDGE), [edge_row(e) for e in edges])
         self._bump(cur)
 
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
@@ -275,7 +274,7 @@ class SQLGraphStore:
             )
             record = json.loads(found[0][0]) if found else {}
             if record.get("rows"):
-                record["rows"] = self._doc_digest(partial(self._fetch, cur), doc_id)
+                record["rows"] = self._doc_digest(cur, doc_id)
                 cur.execute(self._sql(UPSERT_META), (DOC_RECORD + doc_id, json.dumps(record)))
 
     def _fetch(self, cur: Any, statement: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -296,20 +295,20 @@ class SQLGraphStore:
 
     def commit_docs(self, docs: Sequence[DocRows], meta: Mapping[str, str] = {}) -> None:
         """Replace every document of ``docs`` and set ``meta`` in one transaction: a batch of
-        documents lands whole or not at all. A document's record gets the digest of its rows,
-        links included; the links are written once every document of the batch is, and the
-        documents that lost links to a replaced one are re-sealed."""
+        documents lands whole or not at all. Rows go in a page at a time (a document's nodes
+        and edges may be read from a staging store as they are written), so the commit holds
+        one page, not the document. A document's record gets the digest of its rows as
+        written, links included; the links are written once every document of the batch is,
+        and the documents that lost links to a replaced one are re-sealed."""
         links = batch_links(docs)
         with self._transaction() as cur:
             owners: set[str] = set()
             for doc in docs:
-                node_rows = [node_row(n) for n in doc.nodes]
                 self._delete_doc(cur, doc.doc_id, owners)
-                if node_rows:
-                    cur.executemany(self._sql(UPSERT_NODE), node_rows)
-                edges = list(doc.edges)
-                edge_rows = [edge_row(e) for e in edges]
-                self._write_edges(cur, edges, edge_rows)
+                for page in pages(doc.nodes):
+                    cur.executemany(self._sql(UPSERT_NODE), [node_row(n) for n in page])
+                for page in pages(doc.edges):
+                    self._write_edges(cur, page)
                 cur.execute(
                     self._sql("INSERT INTO e2rag_documents (doc_id, doc_order) VALUES (?, ?)"),
                     (doc.doc_id, doc.order),
@@ -322,11 +321,11 @@ class SQLGraphStore:
                         ),
                         [(doc.doc_id, f.get("chunk_id", ""), f["reason"]) for f in doc.failures],
                     )
-                link_rows = [edge_row(e) for e in doc.links]
-                record = dict(doc.record, rows=rows_digest(node_rows, edge_rows + link_rows))
-                cur.execute(self._sql(UPSERT_META), (DOC_RECORD + doc.doc_id, json.dumps(record)))
             self._write_edges(cur, links)
-            self._reseal(cur, owners)
+            for doc in docs:
+                record = dict(doc.record, rows=self._doc_digest(cur, doc.doc_id))
+                cur.execute(self._sql(UPSERT_META), (DOC_RECORD + doc.doc_id, json.dumps(record)))
+            self._reseal(cur, owners - {doc.doc_id for doc in docs})
             for key, value in meta.items():
                 cur.execute(self._sql(UPSERT_META), (key, value))
             self._bump(cur)
@@ -357,6 +356,52 @@ class SQLGraphStore:
         where, params = filters(kind=kind, doc_id=doc_id)
         rows = self._query(f"SELECT {NODE_COLUMNS} FROM e2rag_nodes{where}{ORDER}", params)
         return [row_node(r) for r in rows]
+
+    def scan_nodes(
+        self, kind: Optional[NodeKind] = None, doc_id: Optional[str] = None, page: int = PAGE
+    ) -> Iterator[list[GraphNode]]:
+        """``nodes`` a page at a time (keyset pages in story order): a reader of a whole
+        document holds one page."""
+        rows = self._keyset_pages(
+            f"SELECT {NODE_COLUMNS} FROM e2rag_nodes", filters(kind=kind, doc_id=doc_id),
+            ("p0", "p1", "p2", "id"), page, lambda row: (row[3], row[4], row[5], row[0]),
+        )
+        return ([row_node(r) for r in batch] for batch in rows)
+
+    def scan_edges(
+        self, doc_id: Optional[str] = None, page: int = PAGE
+    ) -> Iterator[list[GraphEdge]]:
+        """``edges`` a page at a time (keyset pages in key order)."""
+        rows = self._keyset_pages(
+            f"SELECT {EDGE_COLUMNS} FROM e2rag_edges", filters(doc_id=doc_id),
+            ("source", "target", "kind", "role"), page, lambda row: tuple(row[:4]),
+        )
+        return ([row_edge(r) for r in batch] for batch in rows)
+
+    def _keyset_pages(
+        self,
+        select: str,
+        where: tuple[str, tuple[Any, ...]],
+        key: tuple[str, ...],
+        page: int,
+        key_of: Callable[[Sequence[Any]], tuple[Any, ...]],
+    ) -> Iterator[list[Any]]:
+        """The rows of ``select`` (filtered by ``where``) in ``key`` order, ``page`` per read;
+        each read starts after the last key of the one before, so no cursor stays open."""
+        clause, params = where
+        columns = ", ".join(key)
+        after: tuple[Any, ...] = ()
+        while True:
+            more = f"{' AND ' if clause else ' WHERE '}({columns}) > ({placeholders(len(key))})"
+            rows = self._query(
+                f"{select}{clause}{more if after else ''} ORDER BY {columns} LIMIT {int(page)}",
+                params + after,
+            )
+            if rows:
+                yield rows
+            if len(rows) < page:
+                return
+            after = key_of(rows[-1])
 
     def story_neighbors(self, node: GraphNode, before: int, after: int) -> list[GraphNode]:
         """Up to ``before`` nodes of the same kind just before ``node`` and ``after`` just after,
@@ -447,16 +492,32 @@ class SQLGraphStore:
         return {key[len(DOC_RECORD) :]: json.loads(value) for key, value in rows}
 
     def doc_rows_digest(self, doc_id: str) -> str:
-        """The digest of the document's rows as they are now (``rows_digest``)."""
-        return self._doc_digest(self._query, doc_id)
+        """The digest of the document's rows as they are now (``_doc_digest``)."""
+        with self._lock, self._translated():
+            cur = self.conn.cursor()
+            try:
+                return self._doc_digest(cur, doc_id)
+            finally:
+                cur.close()
+                self.conn.commit()  # end the read transaction
 
-    @staticmethod
-    def _doc_digest(fetch: Callable[[str, Sequence[Any]], list[Any]], doc_id: str) -> str:
-        """``rows_digest`` of the rows ``fetch`` reads: the document's nodes and the edges it
-        owns (its links included)."""
-        nodes = fetch(f"SELECT {NODE_COLUMNS} FROM e2rag_nodes WHERE doc_id = ?", (doc_id,))
-        edges = fetch(f"SELECT {EDGE_COLUMNS} FROM e2rag_edges WHERE doc_id = ?", (doc_id,))
-        return rows_digest(nodes, edges)
+    def _doc_digest(self, cur: Any, doc_id: str) -> str:
+        """A digest of the document's nodes and the edges it owns (its links included), each
+        row's fields as text, rows in Python's order of those texts (ids and edge keys are
+        unique, so the leading columns decide it): read a page at a time, in SQL's order."""
+        c = self.binary_collation
+        digest = hashlib.sha1()
+        for statement in (
+            f"SELECT {NODE_COLUMNS} FROM e2rag_nodes WHERE doc_id = ? ORDER BY id{c}",
+            f"SELECT {EDGE_COLUMNS} FROM e2rag_edges WHERE doc_id = ? "
+            f"ORDER BY source{c}, target{c}, kind{c}, role{c}",
+        ):
+            cur.execute(self._sql(statement), (doc_id,))
+            while rows := cur.fetchmany(PAGE):
+                for row in rows:
+                    digest.update(row_text(row))
+            digest.update(b"\x1d")
+        return digest.hexdigest()
 
     def doc_orders(self) -> dict[str, int]:
         """Story order of every committed document."""

@@ -169,8 +169,14 @@ class SQLiteGraphStore(SQLGraphStore):
     def move_to(self, persist_path: str | os.PathLike[str]) -> None:
         """Persist to ``persist_path`` and continue there (later writes go to that file)."""
         self.persist(persist_path)
+        self.discard()
+        self.path = Path(persist_path)
+
+    def discard(self) -> None:
+        """Close the graph and delete its private temporary file now rather than when the
+        object is collected (a build's staging graph); a graph with a file of its own is only
+        closed."""
         self.close()
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
-        self.path = Path(persist_path)

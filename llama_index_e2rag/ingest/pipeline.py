@@ -23,6 +23,7 @@ from typing import (
     AsyncIterator,
     Callable,
     Iterable,
+    Iterator,
     List,
     Mapping,
     Optional,
@@ -36,7 +37,6 @@ from pydantic import PrivateAttr
 
 from llama_index_e2rag.ingest import node_vectors
 from llama_index_e2rag.extract.builders import DocumentBuilder, split_result
-from llama_index_e2rag.extract.base import chunk_graph_node, pop_graph
 from llama_index_e2rag.extract.linking import story_order_edges
 from llama_index_e2rag.extract.passages import (
     DEFAULT_PASSAGE_WORDS,
@@ -44,7 +44,6 @@ from llama_index_e2rag.extract.passages import (
     document_text,
 )
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.stores.same_text import text_hash
 from llama_index_e2rag.schema import (  # (EMBEDDED_KINDS, embeddable: imported from here too)
     EMBEDDED_KINDS,
@@ -132,16 +131,16 @@ class WriteLock:
             self._lock.release()
 
 
-# -- phase 1: in memory -------------------------------------------------------------------------
+# -- phase 1: staging ----------------------------------------------------------------------------
 @dataclass
 class StagedDoc:
-    """One document computed in memory, ready to commit."""
+    """One document computed in its staging graph (``staging``), ready to commit."""
 
     document: Optional[Document]
     doc_id: str
     order: int
     chunks: list[TextNode]
-    graph: NetworkXGraphStore
+    graph: GraphStore
     failures: list[dict[str, str]]
     #: edges to other documents' nodes, owned by this one (set by ``link_staged``)
     links: list[GraphEdge] = field(default_factory=list)
@@ -152,31 +151,22 @@ async def stage_document(
     doc_id: str,
     order: int,
     chunks: list[TextNode],
+    graph: GraphStore,
+    failures: list[dict[str, str]],
     builders: Sequence[DocumentBuilder],
     llm_runner: Callable[[], Optional["LLMRunner"]],
     passage_words: int = DEFAULT_PASSAGE_WORDS,
     embed_model: Optional[Callable[[], BaseEmbedding]] = None,
     on_builder: Optional[Callable[[str], None]] = None,
 ) -> StagedDoc:
-    """Collect one document's graph in a staging store: chunks, fragments, story edges,
-    passages, layers.
+    """Complete one document's staging ``graph``, which holds its chunks and their fragments
+    (``staging.stage_fragments``; ``failures``: theirs): story edges, passages, layers.
 
     ``llm_runner`` is called only when a builder wants the index's runner, so building without
     LLM-using builders never resolves an LLM; ``embed_model`` likewise, for a builder that
     compares texts while it builds (``use_embed_model``). ``on_builder`` is told each
     builder's name as it starts (the progress bar's label: one book's layers take minutes).
     """
-    graph = NetworkXGraphStore()
-    graph.upsert_nodes(chunk_graph_node(c) for c in chunks)
-    edges: list[GraphEdge] = []
-    failures = []
-    for chunk in chunks:
-        nodes, chunk_edges, reason = pop_graph(chunk)
-        graph.upsert_nodes(nodes)
-        edges.extend(chunk_edges)
-        if reason:
-            failures.append({"doc_id": doc_id, "chunk_id": chunk.node_id, "reason": reason})
-    graph.upsert_edges(edges)
     graph.upsert_edges(story_order_edges(graph, doc_id))
     if document is not None:
         text, base = document.text, 0
@@ -185,6 +175,7 @@ async def stage_document(
     passages, passage_edges = build_passages(doc_id, order, text, chunks, passage_words, base)
     graph.upsert_nodes(passages)
     graph.upsert_edges(passage_edges)
+    failures = list(failures)
     if document is not None:
         failures += await run_builders(
             document, doc_id, order, chunks, graph, builders, llm_runner, embed_model, on_builder
@@ -387,15 +378,21 @@ async def embed_staged(
     show_progress: bool = False,
     known: Optional[Mapping[str, np.ndarray]] = None,
 ) -> StagedVectors:
-    """Embed every text a staged node's vector is made of (``node_vectors.sources``) once."""
+    """Embed every text a staged node's vector is made of (``node_vectors.sources``) once;
+    the graphs are read a kind and a page at a time."""
     texts = {
         text
         for graph in graphs
-        for node in graph.nodes()
-        if embeddable(node)
+        for node in _embeddable_nodes(graph)
         for text in node_vectors.sources(node, graph)
     }
     return await embed_texts(embed_model, texts, show_progress, known)
+
+
+def _embeddable_nodes(graph: GraphStore) -> Iterator[GraphNode]:
+    for kind in sorted(EMBEDDED_KINDS, key=lambda k: k.value):
+        for page in graph.scan_nodes(kind):
+            yield from (node for node in page if embeddable(node))
 
 
 async def embed_texts(
@@ -412,48 +409,76 @@ async def embed_texts(
     distinct = set(texts)
     reused = sorted(distinct & set(known or {}))
     todo = sorted(distinct.difference(reused), key=lambda t: (len(t), t))
-    parts: list[np.ndarray] = []
+    order = [*todo, *reused]
+    matrix = np.zeros((0, 0), dtype=np.float32)
+    # filled in place: a book's vectors are held once, not once per call and again joined
+
+    def put(start: int, rows: np.ndarray) -> None:
+        nonlocal matrix
+        if matrix.size == 0:
+            matrix = np.empty((len(order), rows.shape[1]), dtype=np.float32)
+        matrix[start : start + len(rows)] = rows
+
     with tqdm(total=len(todo), desc="Embedding", unit="text", disable=not show_progress) as bar:
         for start in range(0, len(todo), EMBED_CALL_TEXTS):
             batch = todo[start : start + EMBED_CALL_TEXTS]
-            parts.append(np.asarray(await embed_model.aget_text_embedding_batch(batch), np.float32))
+            put(start, np.asarray(await embed_model.aget_text_embedding_batch(batch), np.float32))
             bar.update(len(batch))
     if reused and known is not None:
-        parts.append(np.stack([known[t] for t in reused]).astype(np.float32, copy=False))
-    matrix = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
-    return StagedVectors({t: i for i, t in enumerate([*todo, *reused])}, matrix)
+        put(len(todo), np.stack([known[t] for t in reused]))
+    return StagedVectors({t: i for i, t in enumerate(order)}, matrix)
 
 
 # -- phase 2: what the stores write ------------------------------------------------------------
 def document_write(stage: StagedDoc, vectors: StagedVectors) -> DocumentWrite:
     """The stores' write of one staged document: graph, vector records, chunks, failures.
 
-    Chunk graph nodes carry their ``TextNode`` (``CHUNK_NODE_ATTR``) so results can cite the
-    source from the graph alone.
+    Nodes, edges and records are read from the staging graph a page at a time each time the
+    commit iterates them (``StagedRows``). Chunk graph nodes carry their ``TextNode``
+    (``CHUNK_NODE_ATTR``) so results can cite the source from the graph alone.
     """
-    nodes = stage.graph.nodes()
     chunk_nodes = {c.node_id: c for c in stage.chunks}
-    for node in nodes:
-        chunk = chunk_nodes.get(node.id) if node.kind == NodeKind.CHUNK else None
-        if chunk is not None:
-            node.attrs[CHUNK_NODE_ATTR] = chunk.to_dict()
-    records = [
-        vector_record(n, node_vectors.vector(n, stage.graph, vectors.of))
-        for n in nodes
-        if embeddable(n)
-    ]
+    graph = stage.graph
+
+    def nodes() -> Iterator[GraphNode]:
+        for page in graph.scan_nodes():
+            for node in page:
+                chunk = chunk_nodes.get(node.id) if node.kind == NodeKind.CHUNK else None
+                if chunk is not None:
+                    node.attrs[CHUNK_NODE_ATTR] = chunk.to_dict()
+                yield node
+
+    def edges() -> Iterator[GraphEdge]:
+        for page in graph.scan_edges():
+            yield from page
+
+    def records() -> Iterator[VectorRecord]:
+        for node in _embeddable_nodes(graph):
+            yield vector_record(node, node_vectors.vector(node, graph, vectors.of))
+
     return DocumentWrite(
         doc_id=stage.doc_id,
         order=stage.order,
-        nodes=nodes,
-        edges=stage.graph.edges(),
-        records=records,
+        nodes=StagedRows(nodes),
+        edges=StagedRows(edges),
+        records=StagedRows(records),
         chunks=stage.chunks,
         failures=stage.failures,
         doc_hash=stage.document.hash if stage.document is not None else None,
         links=stage.links,
         text_hash=text_hash(stage.document) if stage.document is not None else None,
     )
+
+
+class StagedRows(Iterable[Any]):
+    """Rows read afresh from a staging graph each time they are iterated (the commit walks
+    them more than once, never holding them all)."""
+
+    def __init__(self, read: Callable[[], Iterator[Any]]) -> None:
+        self._read = read
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._read()
 
 
 def vector_record(node: GraphNode, embedding: Sequence[float]) -> VectorRecord:

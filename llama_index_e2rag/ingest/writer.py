@@ -32,7 +32,15 @@ from llama_index_e2rag.ingest.pipeline import (
     stage_document,
 )
 from llama_index_e2rag.ingest.progress import doc_bar, steps_bar
+from llama_index_e2rag.ingest.staging import (
+    discard,
+    extraction_groups,
+    stage_fragments,
+    staging_graph,
+    words_of,
+)
 from llama_index_e2rag.ingest.validation import validate_nodes
+from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.persist.storage import index_meta
 from llama_index_e2rag.persist.struct import E2RAGIndexStruct
 from llama_index_e2rag.stores.port import Stores
@@ -132,13 +140,38 @@ class IndexWriter:
                 self.doc_orders.release(orders)
 
     async def _aindex_groups(self, groups: Sequence[_Group]) -> None:
-        """Phase 1 computes everything in memory; phase 2 commits each document, one build at
-        a time."""
+        """Phase 1 stages everything (``staging``: a long document on disk, filled a group of
+        chunks at a time as extraction goes); phase 2 commits the batch, one build at a time.
+        The staging graphs are deleted however the build ends."""
         await self.acheck_dim()
-        chunks = [c for *_, doc_chunks in groups for c in doc_chunks]
-        for extractor in self.models.resolve_extractors():
-            chunks = list(await extractor.acall(chunks, show_progress=self.show_progress))
-        by_id = {c.node_id: c for c in chunks}
+        graphs = {doc_id: staging_graph(words_of(doc, chunks)) for doc, doc_id, _, chunks in groups}
+        try:
+            await self._astage_and_commit(groups, graphs)
+        finally:
+            for graph in graphs.values():
+                discard(graph)
+
+    async def _astage_and_commit(
+        self, groups: Sequence[_Group], graphs: dict[str, GraphStore]
+    ) -> None:
+        doc_of = {c.node_id: doc_id for _, doc_id, _, chunks in groups for c in chunks}
+        kept: dict[str, list[TextNode]] = {doc_id: [] for _, doc_id, _, _ in groups}
+        failures: dict[str, list[dict[str, str]]] = {doc_id: [] for doc_id in kept}
+        carry: dict[str, Any] = {}  # what an extractor hands from one group to the next
+        all_chunks = [c for *_, doc_chunks in groups for c in doc_chunks]
+        extractors = self.models.resolve_extractors()
+        for group in extraction_groups(all_chunks, extractors):
+            for extractor in extractors:
+                group = list(
+                    await extractor.acall(group, show_progress=self.show_progress, carry=carry)
+                )
+            by_doc: dict[str, list[TextNode]] = {}
+            for chunk in group:
+                if chunk.node_id in doc_of:
+                    by_doc.setdefault(doc_of[chunk.node_id], []).append(chunk)
+            for doc_id, doc_chunks in by_doc.items():
+                kept[doc_id].extend(doc_chunks)
+                failures[doc_id] += stage_fragments(graphs[doc_id], doc_id, doc_chunks)
         staged = []
         recorder: Optional[RecordingEmbedding] = None
 
@@ -154,14 +187,15 @@ class IndexWriter:
             "Building document layers",
             self.show_progress and (len(groups) > 1 or bool(self.doc_builders)),
         )
-        for document, doc_id, order, doc_chunks in layers:
-            extracted = [by_id[c.node_id] for c in doc_chunks if c.node_id in by_id]
+        for document, doc_id, order, _ in layers:
             staged.append(
                 await stage_document(
                     document,
                     doc_id,
                     order,
-                    extracted,
+                    kept[doc_id],
+                    graphs[doc_id],
+                    failures[doc_id],
                     self.doc_builders,
                     lambda: self.models.llm_runner,
                     self.passage_words,

@@ -23,13 +23,23 @@ from collections import Counter
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Hashable, Iterator, Mapping, Optional, Sequence
+from typing import (
+    Any,
+    AsyncIterator,
+    Callable,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Optional,
+    Sequence,
+)
 
 import numpy as np
 from llama_index.core.schema import TextNode
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 
-from llama_index_e2rag.graph.base import DocRows, GraphStore
+from llama_index_e2rag.graph.base import DocRows, GraphStore, pages
 from llama_index_e2rag.stores.lexical import LexicalIndex
 from llama_index_e2rag.stores.locks import StoreLocks
 from llama_index_e2rag.stores.same_text import TEXT_HASH_KEY
@@ -48,9 +58,11 @@ class DocumentWrite:
 
     doc_id: str
     order: int
-    nodes: list[GraphNode]
-    edges: list[GraphEdge]
-    records: list[VectorRecord]
+    #: re-iterable: a long document's are read from its staging graph each time they are
+    #: walked (``pipeline.StagedRows``), so a commit never holds them all
+    nodes: Iterable[GraphNode]
+    edges: Iterable[GraphEdge]
+    records: Iterable[VectorRecord]
     chunks: list[TextNode] = field(default_factory=list)
     failures: list[dict[str, str]] = field(default_factory=list)
     doc_hash: Optional[str] = None
@@ -59,9 +71,9 @@ class DocumentWrite:
     #: the hash of the document's text alone (``same_text``), when it came as a document
     text_hash: Optional[str] = None
 
-    def rows(self) -> DocRows:
-        """The graph's part, with the record the rest of the store is checked against."""
-        vectors = Counter(r.kind for r in self.records)
+    def rows(self, vectors: Mapping[str, int]) -> DocRows:
+        """The graph's part, with the record the rest of the store is checked against
+        (``vectors``: how many vectors of each kind the document has)."""
         record: dict[str, Any] = {"hash": self.doc_hash, "vectors": dict(sorted(vectors.items()))}
         if self.text_hash is not None:
             record[TEXT_HASH_KEY] = self.text_hash
@@ -231,12 +243,19 @@ class Stores:
             old: set[str] = set()
             for write in writes:
                 old.update(await asyncio.to_thread(self._node_ids, write.doc_id))
-            records = [r for write in writes for r in write.records]
-            stale = sorted(old - {r.id for r in records})
-            for storage in self._vector_storages():
-                await storage.aadd(records)
+            added: set[str] = set()
+            counts: list[Counter[str]] = []
+            for write in writes:
+                counts.append(Counter())
+                for page in pages(write.records):
+                    for storage in self._vector_storages():
+                        await storage.aadd(page)
+                    added.update(r.id for r in page)
+                    counts[-1].update(r.kind for r in page)
+            stale = sorted(old - added)
             await self._aflush()
-            await asyncio.to_thread(self.graph.commit_docs, [w.rows() for w in writes], meta)
+            rows = [write.rows(count) for write, count in zip(writes, counts)]
+            await asyncio.to_thread(self.graph.commit_docs, rows, meta)
             self._seen_version = await asyncio.to_thread(lambda: self.graph.version)
             if stale:
                 for storage in self._vector_storages():
