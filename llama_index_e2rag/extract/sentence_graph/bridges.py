@@ -62,10 +62,15 @@ def owner(source_doc: str, target_doc: str, batch_order: Mapping[str, int]) -> s
     return max(ends, key=lambda doc: batch_order[doc])
 
 
-def _ngrams(words: list[str], longest: int) -> set[str]:
-    return {
-        " ".join(words[i : i + n]) for n in range(1, longest + 1) for i in range(len(words) - n + 1)
-    }
+def _keys_in(words: list[str], by_first: Mapping[str, Sequence[tuple[int, str]]]) -> set[str]:
+    """The keys that occur in ``words`` as a run of whole words (``by_first``: each key's first
+    word -> its (word count, key)); a lookup per word, not every n-gram of the text."""
+    found = set()
+    for i, word in enumerate(words):
+        for n, key in by_first.get(word, ()):
+            if " ".join(words[i : i + n]) == key:
+                found.add(key)
+    return found
 
 
 def _document_frequency(
@@ -148,11 +153,12 @@ def shared_entity_bridges(
         for key in topic.topic.attrs.get("entity_keys", []):
             if key:
                 keyed[key].append(b)
-    longest = max((len(key.split()) for key in keyed), default=0)
-    grams = [
-        _ngrams(normalize_text(" ".join(topic.texts)).split(), longest) & keyed.keys()
-        for topic in topics
-    ]
+    by_first: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for key in keyed:
+        words = key.split()
+        if words:
+            by_first[words[0]].append((len(words), key))
+    grams = [_keys_in(normalize_text(" ".join(topic.texts)).split(), by_first) for topic in topics]
     df = _document_frequency(keyed, grams, topics)
     total = len(topics)
     found: dict[tuple[int, int], list[str]] = defaultdict(list)
