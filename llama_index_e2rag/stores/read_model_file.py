@@ -18,12 +18,21 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Hashable, Optional
+from typing import Any, Hashable, Optional, Protocol
 
 from llama_index_e2rag.disk.files import atomic_write_text
+from llama_index_e2rag.graph.base import GraphStore
 
-if TYPE_CHECKING:  # (the stores themselves keep their BM25 index as a read model)
-    from llama_index_e2rag.stores.port import Stores
+
+class Stores(Protocol):
+    """What a read model is kept beside: the store's folder and graph (``port.Stores``, which
+    keeps its own BM25 index as a read model too)."""
+
+    @property
+    def home(self) -> Optional[Path]: ...
+
+    @property
+    def graph(self) -> GraphStore: ...
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +40,7 @@ logger = logging.getLogger(__name__)
 READ_MODELS_DIR = "readmodels"
 
 
-def content_key(stores: "Stores", state: Hashable, model_format: int) -> str:
+def content_key(stores: Stores, state: Hashable, model_format: int) -> str:
     """What a read model is built from: its format, the graph's version and its documents'
     records."""
     records = json.dumps(stores.graph.doc_records(), sort_keys=True, default=str)
@@ -39,13 +48,13 @@ def content_key(stores: "Stores", state: Hashable, model_format: int) -> str:
     return f"{model_format}:{state}:{digest}"
 
 
-def model_path(stores: "Stores", name: str) -> Optional[Path]:
+def model_path(stores: Stores, name: str) -> Optional[Path]:
     """Where ``stores`` keep the read model file ``name`` (None: not persisted in a folder)."""
     home = stores.home
     return home / READ_MODELS_DIR / name if home is not None else None
 
 
-def read(stores: "Stores", name: str, key: str) -> Optional[Any]:
+def read(stores: Stores, name: str, key: str) -> Optional[Any]:
     """The body of the read model ``name`` when it was built for content ``key``, else None."""
     path = model_path(stores, name)
     if path is None or not path.is_file():
@@ -64,7 +73,7 @@ def read(stores: "Stores", name: str, key: str) -> Optional[Any]:
         return None
 
 
-def write(stores: "Stores", name: str, key: str, data: Any) -> None:
+def write(stores: Stores, name: str, key: str, data: Any) -> None:
     """Persist a read model for the next process (atomically); a folder that cannot be written
     only costs that process the build."""
     path = model_path(stores, name)
