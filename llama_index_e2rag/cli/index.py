@@ -193,8 +193,9 @@ def _save(index: "E2RAGIndex", store: Path, read_models: bool = False) -> None:
 
 
 def _save_read_models(index: "E2RAGIndex") -> None:
-    """The read models of the content just written: the narrative mode's always, the event and
-    sentence graph views when the store has their layer (else deriving them costs for nothing)."""
+    """The read models of the content just written: the narrative mode's (passage table and
+    BM25 index) always, the event and sentence graph views when the store has their layer (else
+    deriving them costs for nothing)."""
     # deferred: llama-index and spaCy, like run's imports (the parser stays fast)
     from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
     # deferred: as above

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from llama_index_e2rag.errors import DamagedFileError, StoreDamagedError
 from llama_index_e2rag.disk.files import atomic_replace
+from llama_index_e2rag.graph.sql_rows import ORDER
 from llama_index_e2rag.graph.sql_store import SQLGraphStore
 
 #: File name of the graph inside an e2rag store directory.
@@ -90,6 +91,20 @@ class SQLiteGraphStore(SQLGraphStore):
             (f"$.{attr}", kind),
         )
         return {(doc, value): int(n) for doc, value, n in rows}
+
+    def texts_by_attr(self, kind: str, attr: str) -> list[tuple[Any, str]]:
+        """``(attrs[attr], text)`` of every node of ``kind`` that sets ``attr``, in story order,
+        picked inside SQLite: no node is built in Python (SentGraph's links read every sentence
+        of the store at each insert)."""
+        path = f"$.{attr}"
+        return [
+            (value, text)
+            for value, text in self._query(
+                "SELECT json_extract(attrs, ?), text FROM e2rag_nodes WHERE kind = ? AND "
+                f"json_extract(attrs, ?) IS NOT NULL{ORDER}",
+                (path, kind, path),
+            )
+        ]
 
     @classmethod
     def open_existing(cls, path: Path, repair_hint: Optional[str] = None) -> "SQLiteGraphStore":

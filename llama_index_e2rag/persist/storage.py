@@ -2,14 +2,16 @@
 
 ``StorageContext.persist(dir)`` writes llama-index's docstore and index store, then calls
 ``persist`` on the storage context's ``graph_store`` slot. The index puts a ``StoresSlot`` there,
-which saves our stores into ``dir/e2rag/`` (the SQLite graph, the embedded vectors, the BM25
-files, a manifest) and leaves in ``graph_store.json`` a pointer to that folder. That file is the
+which saves our stores into ``dir/e2rag/`` (the SQLite graph, the embedded vectors, a
+manifest) and leaves in ``graph_store.json`` a pointer to that folder. That file is the
 only one ``StorageContext.from_defaults(persist_dir=dir)`` loads whatever the user passes, so
 ``load_index_from_storage`` finds the stores again with llama-index's own calls.
 
 Once persisted (or loaded), the stores are databases in that folder: each insert or delete is
-written there as it commits, and ``persist`` only checkpoints and writes what is derived (BM25)
-and llama-index's JSON files, each atomically (``llama_files``) and checksummed (``checksums``).
+written there as it commits, and ``persist`` only checkpoints and writes llama-index's JSON
+files, each atomically (``llama_files``) and checksummed (``checksums``). What is derived from
+the whole store (the BM25 index, the retrievers' read models) is derived at the first query
+after a write, not at ``persist``.
 
 Nothing is lost: the graph is the record. Each commit stores, in the graph's own transaction,
 each document's record (hash, vector counts, digest) and the index settings (``INDEX_META``), so
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -37,7 +38,6 @@ from llama_index.core.vector_stores.simple import SimpleVectorStore
 from llama_index_e2rag.disk.checksums import E2RAG_DIR, Checksums, file_sum
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError, VectorStoreError
 from llama_index_e2rag.graph.base import GraphStore
-from llama_index_e2rag.disk.files import swap_folder
 from llama_index_e2rag.persist import legacy
 from llama_index_e2rag.persist import check as store_check
 from llama_index_e2rag.persist.legacy import Conversion
@@ -284,8 +284,9 @@ def _embedded(home: Optional[Path], name: str) -> EmbeddedVectors:
 
 
 def open_lexical(home: Optional[Path]) -> Optional[LexicalIndex]:
-    """The persisted BM25 index, or None (it is rebuilt from the passages when needed): derived
-    data is used only when every file matches the checksums saved with it."""
+    """The BM25 index a save before the read model wrote (``lexical/``), or None (it is read
+    or rebuilt from the passages when needed): derived data is used only when every file
+    matches the checksums saved with it."""
     folder = home / LEXICAL_DIR if home is not None else None
     if folder is None or not folder.is_dir():
         return None
@@ -443,12 +444,12 @@ def bind(stores: Stores, home: Path) -> None:
 
 # -- saving -------------------------------------------------------------------------------------
 def save(stores: Stores, home: Path, show_progress: bool = False) -> None:
-    """Write every file-based store into ``home`` (graph, vectors, BM25, manifest)."""
+    """Write every file-based store into ``home`` (graph, vectors, manifest)."""
     from tqdm.auto import tqdm
 
     home.mkdir(parents=True, exist_ok=True)
     graph = stores.graph
-    bar = tqdm(total=3, desc="Saving e2rag stores", unit="step", disable=not show_progress)
+    bar = tqdm(total=2, desc="Saving e2rag stores", unit="step", disable=not show_progress)
     with bar:
         bar.set_postfix_str("graph")
         if isinstance(graph, SQLiteGraphStore):
@@ -460,9 +461,9 @@ def save(stores: Stores, home: Path, show_progress: bool = False) -> None:
         bar.set_postfix_str("vectors")
         flush_vectors(stores, home)
         bar.update()
-        bar.set_postfix_str("bm25")
-        _save_lexical(stores.lexical(), home / LEXICAL_DIR)
-        bar.update()
+    # the BM25 index is a read model now (``Stores.lexical``), derived at the first query
+    # instead of over the whole store at every save; the folder of older saves goes
+    shutil.rmtree(home / LEXICAL_DIR, ignore_errors=True)
     manifest = {
         "format": STORE_FORMAT,
         "version": STORE_VERSION,
@@ -480,15 +481,3 @@ def flush_vectors(stores: Stores, home: Path) -> None:
     if stores.vector_copy is not None:
         stores.vector_copy.persist(home / VECTOR_COPY_DIR)
 
-
-def _save_lexical(lexical: LexicalIndex, folder: Path) -> None:
-    """Write aside, then swap folders (the BM25 index is derived: a lost one is rebuilt)."""
-    fresh = Path(tempfile.mkdtemp(prefix=".lexical.", dir=folder.parent))
-    try:
-        lexical.save(fresh)
-        sums = {p.name: file_sum(p) for p in sorted(fresh.iterdir()) if p.is_file()}
-        (fresh / LEXICAL_SUMS).write_text(json.dumps(sums))
-        swap_folder(fresh, folder)
-    except BaseException:
-        shutil.rmtree(fresh, ignore_errors=True)
-        raise

@@ -1,15 +1,20 @@
 """The lexical ranker of the ``narrative`` mode: BM25 over passages with ``bm25s``.
 
 ``bm25s`` (a maintained, NumPy/SciPy-sparse BM25) scores every passage for a query in one sparse
-pass, which keeps a 1M-word index well inside the latency target. The index is persisted with
-the E²RAG index in ``bm25s``'s own file format (memory-mapped on load), so loading never
-re-tokenises the passages. Tokenisation is ``bm25s.tokenize`` with its
-English stop words, the same as the benchmark's BM25 baseline.
+pass, which keeps a 1M-word index well inside the latency target. The index is derived from the
+passages: the first query after a write builds it (BM25 over every passage, about a second per
+100k words) and keeps it as a read model (``Stores.lexical``: ``bm25s``'s own files in one
+checksummed file, trusted only for the passages it was built from), so later processes never
+re-tokenise; a save no longer rebuilds it over the whole store. Tokenisation is
+``bm25s.tokenize`` with its English stop words, the same as the benchmark's BM25 baseline.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -63,8 +68,24 @@ class LexicalIndex:
             json.dumps({"format": LEXICAL_FORMAT, "ids": self.ids}), encoding="utf-8"
         )
 
+    def encode(self) -> dict[str, Any]:
+        """The index as one JSON value: ``bm25s``'s own files, base64 (``decode`` reads it)."""
+        with tempfile.TemporaryDirectory(prefix="e2rag-bm25-") as folder:
+            self.save(Path(folder))
+            return {p.name: base64.b64encode(p.read_bytes()).decode("ascii")
+                    for p in sorted(Path(folder).iterdir())}
+
     @classmethod
-    def load(cls, folder: Path) -> "LexicalIndex":
+    def decode(cls, data: dict[str, Any]) -> "LexicalIndex":
+        with tempfile.TemporaryDirectory(prefix="e2rag-bm25-") as folder:
+            for name, body in data.items():
+                if "/" in name or name.startswith("."):
+                    raise ValueError(f"unexpected file name {name!r} in a lexical read model")
+                (Path(folder) / name).write_bytes(base64.b64decode(body))
+            return cls.load(Path(folder), mmap=False)
+
+    @classmethod
+    def load(cls, folder: Path, mmap: bool = True) -> "LexicalIndex":
         import bm25s
 
         state = json.loads((folder / IDS_FILE).read_text(encoding="utf-8"))
@@ -72,5 +93,13 @@ class LexicalIndex:
             raise ValueError(f"unknown lexical index format {state.get('format')!r} in {folder}")
         if not state["ids"]:
             return cls([], bm25s.BM25())
-        model = bm25s.BM25.load(str(folder), show_progress=False, mmap=True)
+        model = bm25s.BM25.load(str(folder), show_progress=False, mmap=mmap)
         return cls(state["ids"], model)
+
+
+def content_key(ids: Sequence[str], texts: Sequence[str]) -> str:
+    """What a BM25 index is built from: the format and a digest of the passages in order."""
+    digest = hashlib.sha256()
+    for id_, text in zip(ids, texts):
+        digest.update(f"{len(id_)}:{id_}{len(text)}:{text}".encode("utf-8"))
+    return f"{LEXICAL_FORMAT}:{len(ids)}:{digest.hexdigest()}"

@@ -40,7 +40,8 @@ from llama_index.core.schema import TextNode
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 
 from llama_index_e2rag.graph.base import DocRows, GraphStore, pages
-from llama_index_e2rag.stores.lexical import LexicalIndex
+from llama_index_e2rag.stores import read_model_file
+from llama_index_e2rag.stores.lexical import LexicalIndex, content_key
 from llama_index_e2rag.stores.locks import StoreLocks
 from llama_index_e2rag.stores.same_text import TEXT_HASH_KEY
 from llama_index_e2rag.schema import (
@@ -51,6 +52,21 @@ from llama_index_e2rag.schema import (
     sort_by_position,
 )
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord, VectorStorage
+
+#: The passages' BM25 index among the store's read models (``read_model_file``).
+LEXICAL_FILE = "bm25.jsonl"
+
+
+def _decoded(stored: Any, ids: Sequence[str]) -> Optional[LexicalIndex]:
+    """A stored BM25 read model, or None when there is none or it does not decode to ``ids``."""
+    if stored is None:
+        return None
+    try:
+        lexical = LexicalIndex.decode(stored)
+    except Exception:  # noqa: BLE001 - a derived file that does not load is rebuilt
+        return None
+    return lexical if lexical.ids == list(ids) else None
+
 
 @dataclass
 class DocumentWrite:
@@ -218,7 +234,10 @@ class Stores:
 
     def lexical(self, passages: Optional[Sequence[GraphNode]] = None) -> LexicalIndex:
         """BM25 over the passages in story order, rebuilt only when the graph changed;
-        ``passages``: those passages, when the caller has just read them from the graph."""
+        ``passages``: those passages, when the caller has just read them from the graph.
+
+        A derived read model: read from the store's folder when one was saved for exactly
+        these passages, else built (O(passages)) and saved there for the next process."""
         version = self.version
         with self._lock:
             if self._lexical is not None and self._lexical_version == version:
@@ -227,7 +246,14 @@ class Stores:
                 passages = sort_by_position(self.graph.nodes(NodeKind.PASSAGE))
             ids = [p.id for p in passages]
             if self._lexical is None or self._lexical.ids != ids:
-                self._lexical = LexicalIndex.build(ids, [p.text for p in passages])
+                texts = [p.text for p in passages]
+                key = content_key(ids, texts)
+                stored = read_model_file.read(self, LEXICAL_FILE, key)
+                lexical = _decoded(stored, ids)
+                if lexical is None:
+                    lexical = LexicalIndex.build(ids, texts)
+                    read_model_file.write(self, LEXICAL_FILE, key, lexical.encode())
+                self._lexical = lexical
             self._lexical_version = version
             return self._lexical
 

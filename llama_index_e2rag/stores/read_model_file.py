@@ -18,10 +18,21 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any, Hashable, Optional
+from typing import Any, Hashable, Optional, Protocol
 
 from llama_index_e2rag.disk.files import atomic_write_text
-from llama_index_e2rag.stores.port import Stores
+from llama_index_e2rag.graph.base import GraphStore
+
+
+class Stores(Protocol):
+    """What a read model is kept beside: the store's folder and graph (``port.Stores``, which
+    keeps its own BM25 index as a read model too)."""
+
+    @property
+    def home(self) -> Optional[Path]: ...
+
+    @property
+    def graph(self) -> GraphStore: ...
 
 logger = logging.getLogger(__name__)
 

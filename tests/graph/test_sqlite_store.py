@@ -128,3 +128,25 @@ def test_move_to_from_the_temporary_file_drops_it(tmp_path: Path) -> None:
     assert observe(store, "a") == (30, ["g1"])
     store.close()
     assert _dump(target)["orders"] == {"a": 0, "b": 1}
+
+
+def test_texts_by_attr_equal_the_nodes_read_whole(tmp_path: Path) -> None:
+    import random
+
+    from llama_index_e2rag.schema import GraphNode, NodeKind
+
+    rng = random.Random(5)
+    store = SQLiteGraphStore(tmp_path / "g.sqlite")
+    nodes = []
+    for i in range(200):
+        attrs: dict[str, Any] = {"other": i}
+        if rng.random() < 0.7:
+            attrs["topic_id"] = f"topic-{rng.randint(0, 9)}"
+        kind = NodeKind.SENTENCE if rng.random() < 0.8 else NodeKind.CHUNK
+        nodes.append(GraphNode(id=f"n{i}", kind=kind, doc_id=f"d{rng.randint(0, 2)}",
+                               pos=(rng.randint(0, 2), rng.randint(0, 50), 0),
+                               text=f"text {i} é", attrs=attrs))
+    store.upsert_nodes(nodes)
+    whole = [(n.attrs["topic_id"], n.text) for n in store.nodes(NodeKind.SENTENCE)
+             if "topic_id" in n.attrs]
+    assert whole and store.texts_by_attr(NodeKind.SENTENCE.value, "topic_id") == whole

@@ -35,7 +35,8 @@ def test_persist_writes_the_stores_and_a_pointer_llama_index_loads(tmp_path: Pat
     index = make_index()
     index.storage_context.persist(str(tmp_path))
     home = tmp_path / E2RAG_DIR
-    assert {p.name for p in home.iterdir()} >= {"graph.sqlite", "vectors", "lexical", "manifest.json"}
+    assert {p.name for p in home.iterdir()} >= {"graph.sqlite", "vectors", "manifest.json"}
+    assert not (home / "lexical").exists()  # the BM25 index is derived at the first query
     pointer = json.loads((tmp_path / "graph_store.json").read_text())
     assert dict(pointer["graph_dict"][POINTER])["home"] == str(home.resolve())
     assert not list(tmp_path.glob("e2rag_*__vector_store.json"))

@@ -68,9 +68,15 @@ def name_forms(entity: GraphNode) -> NameForms:
     names = entity_names(entity)
     return NameForms(
         kind,
-        frozenset(key for key in map(normalize_text, names) if key),
+        exact_keys(entity),
         frozenset(v for n in names for v in name_variants(n, kind)),
     )
+
+
+def exact_keys(entity: GraphNode) -> frozenset[str]:
+    """``name_forms(entity).exact`` without the short forms (cross-document linking matches
+    exact names only, over every stored entity)."""
+    return frozenset(key for key in map(normalize_text, entity_names(entity)) if key)
 
 
 class NameIndex:

@@ -19,7 +19,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 
 from llama_index_e2rag.extract.characters import character_node, characters, entity_node
-from llama_index_e2rag.extract.event_graph.entities import name_forms
+from llama_index_e2rag.extract.event_graph.entities import exact_keys
 from llama_index_e2rag.extract.gender import FEMALE_TITLES, MALE_TITLES
 from llama_index_e2rag.extract.linking import name_parts
 from llama_index_e2rag.schema import (
@@ -431,11 +431,11 @@ def same_entity_links(
     new_ids = {e.id for e in new_entities}
     by_alias: dict[str, list[GraphNode]] = defaultdict(list)
     for entity in [*new_entities, *(e for e in other_entities if e.id not in new_ids)]:
-        for alias in name_forms(entity).exact:
+        for alias in exact_keys(entity):
             by_alias[alias].append(entity)
     links: dict[tuple[str, str], GraphEdge] = {}
     for entity in new_entities:
-        for alias in name_forms(entity).exact:
+        for alias in exact_keys(entity):
             for other in by_alias[alias]:
                 if other.doc_id == entity.doc_id or not _same_entity(entity, other):
                     continue

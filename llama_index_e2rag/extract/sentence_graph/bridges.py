@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, normalize_text
@@ -38,19 +38,28 @@ class TopicText:
 def topic_texts(graph: GraphStore, exclude: frozenset[str] = frozenset()) -> list[TopicText]:
     """Every SentGraph topic of ``graph`` outside the documents ``exclude``, with its sentences.
 
-    Reads all topic and sentence nodes once: O(corpus) per call, which ``alink`` makes once per
-    batch for the committed graph.
+    Reads all topic nodes and the text of every sentence once: O(corpus) per call, which
+    ``alink`` makes once per batch for the committed graph (a store that can pick the
+    sentences' texts and topics without building their nodes does: ``texts_by_attr``).
     """
     topics = {
         node.id: TopicText(node, [])
         for node in graph.nodes(NodeKind.TOPIC)
         if node.attrs.get("sentgraph") == "topic" and node.doc_id not in exclude
     }
-    for node in graph.nodes(NodeKind.SENTENCE):
-        holder = topics.get(node.attrs.get("topic_id", ""))
+    for topic_id, text in _sentence_topics(graph):
+        holder = topics.get(topic_id)
         if holder is not None:
-            holder.texts.append(node.text)
+            holder.texts.append(text)
     return list(topics.values())
+
+
+def _sentence_topics(graph: GraphStore) -> Iterable[tuple[Any, str]]:
+    """``(attrs["topic_id"], text)`` of the sentences, in story order."""
+    pick = getattr(graph, "texts_by_attr", None)
+    if pick is not None:
+        return pick(NodeKind.SENTENCE.value, "topic_id")
+    return ((n.attrs.get("topic_id", ""), n.text) for n in graph.nodes(NodeKind.SENTENCE))
 
 
 def owner(source_doc: str, target_doc: str, batch_order: Mapping[str, int]) -> str:
@@ -62,10 +71,15 @@ def owner(source_doc: str, target_doc: str, batch_order: Mapping[str, int]) -> s
     return max(ends, key=lambda doc: batch_order[doc])
 
 
-def _ngrams(words: list[str], longest: int) -> set[str]:
-    return {
-        " ".join(words[i : i + n]) for n in range(1, longest + 1) for i in range(len(words) - n + 1)
-    }
+def _keys_in(words: list[str], by_first: Mapping[str, Sequence[tuple[int, str]]]) -> set[str]:
+    """The keys that occur in ``words`` as a run of whole words (``by_first``: each key's first
+    word -> its (word count, key)); a lookup per word, not every n-gram of the text."""
+    found = set()
+    for i, word in enumerate(words):
+        for n, key in by_first.get(word, ()):
+            if " ".join(words[i : i + n]) == key:
+                found.add(key)
+    return found
 
 
 def _document_frequency(
@@ -148,11 +162,12 @@ def shared_entity_bridges(
         for key in topic.topic.attrs.get("entity_keys", []):
             if key:
                 keyed[key].append(b)
-    longest = max((len(key.split()) for key in keyed), default=0)
-    grams = [
-        _ngrams(normalize_text(" ".join(topic.texts)).split(), longest) & keyed.keys()
-        for topic in topics
-    ]
+    by_first: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for key in keyed:
+        words = key.split()
+        if words:
+            by_first[words[0]].append((len(words), key))
+    grams = [_keys_in(normalize_text(" ".join(topic.texts)).split(), by_first) for topic in topics]
     df = _document_frequency(keyed, grams, topics)
     total = len(topics)
     found: dict[tuple[int, int], list[str]] = defaultdict(list)

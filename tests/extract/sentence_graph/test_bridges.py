@@ -173,3 +173,31 @@ def test_owner_is_the_later_batch_document() -> None:
     assert owner("a", "old", {"a": 0}) == "a"
     with pytest.raises(ValueError, match="no document of the batch"):
         owner("x", "y", {"a": 0})
+
+
+def _all_grams(words: list[str], keys: set[str]) -> set[str]:
+    """The definition: every n-gram of the words (n up to the longest key) that is a key."""
+    longest = max((len(key.split()) for key in keys), default=0)
+    grams = {" ".join(words[i : i + n]) for n in range(1, longest + 1)
+             for i in range(len(words) - n + 1)}
+    return grams & keys
+
+
+def test_keys_found_by_first_word_equal_the_ngram_definition() -> None:
+    import random
+    from collections import defaultdict
+
+    from llama_index_e2rag.extract.sentence_graph.bridges import _keys_in
+
+    rng = random.Random(3)
+    vocab = ["ada", "finch", "of", "leeds", "the", "harbour", "mr", "x"]
+    for _ in range(500):
+        words = [rng.choice(vocab) for _ in range(rng.randint(0, 30))]
+        keys = {" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 4)))
+                for _ in range(rng.randint(0, 8))}
+        keys |= {"ada  finch", " leeds", "finch "}  # irregular spacing never matches
+        by_first: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for key in keys:
+            if key.split():
+                by_first[key.split()[0]].append((len(key.split()), key))
+        assert _keys_in(words, by_first) == _all_grams(words, keys)
