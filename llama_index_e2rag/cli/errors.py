@@ -48,7 +48,6 @@ EXTRA_OF_MODULE = {
     "uvicorn": "serve",
     "matplotlib": "bench",
     "tiktoken": "bench",
-    "usearch": "bench",
 }
 #: Logs of unexpected errors kept in our own log folder (older ones are deleted).
 KEEP_LOGS = 50

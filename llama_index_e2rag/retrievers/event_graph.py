@@ -116,28 +116,30 @@ def _build(stores: Stores, state: Hashable) -> EventGraphView:
     key = event_graph_file.content_key(stores, state)
     stored = event_graph_file.read(stores, key)
     if stored is not None:
-        return _view(stores, stored)
-    view, links = _derive(stores)
+        return _view(stores, stored, key)
+    view, links = _derive(stores, key)
     event_graph_file.write(stores, key, event_graph_file.encode(view, links))
     return view
 
 
-def _view(stores: Stores, data: dict[str, Any]) -> EventGraphView:
+def _view(stores: Stores, data: dict[str, Any], key: str) -> EventGraphView:
     """The view of a persisted model: nodes are read from the graph when a query uses them."""
     entities = NodeRows(data["entities"], data["entity_docs"], stores.graph.get_nodes)
     events = NodeRows(data["events"], data["event_docs"], stores.graph.get_nodes)
+    entity_vectors, event_vectors = stores.matrix_of(entities.ids), stores.matrix_of(events.ids)
     return EventGraphView(
         entities=entities,
-        entity_vectors=stores.matrix_of(entities.ids),
+        entity_vectors=entity_vectors,
         events=events,
-        event_vectors=stores.matrix_of(events.ids),
+        event_vectors=event_vectors,
         participants=data["participants"],
         graph=link_graph(entities.ids, event_graph_file.decode_links(data)),
         forms=event_graph_file.decode_forms(data),
+        **event_graph_file.searches(stores, key, entity_vectors, event_vectors),
     )
 
 
-def _derive(stores: Stores) -> tuple[EventGraphView, list[Link]]:
+def _derive(stores: Stores, key: str) -> tuple[EventGraphView, list[Link]]:
     """Read entities, events (``graph_event`` nodes, else the ``event`` nodes lifted to an
     entity), participation and the entity links from the whole graph."""
     graph = stores.graph
@@ -159,13 +161,15 @@ def _derive(stores: Stores) -> tuple[EventGraphView, list[Link]]:
     participants = {k: sorted(set(v), key=row.__getitem__) for k, v in participants.items()}
     ids = list(row)
     links = entity_links(ids, graph.edges(EdgeKind.CO_MENTION) + graph.edges(EdgeKind.INSTANCE_OF))
+    entity_vectors, event_vectors = stores.matrix(entities), stores.matrix(events)
     view = EventGraphView(
         entities=entities,
-        entity_vectors=stores.matrix(entities),
+        entity_vectors=entity_vectors,
         events=events,
-        event_vectors=stores.matrix(events),
+        event_vectors=event_vectors,
         participants=participants,
         graph=link_graph(ids, links),
+        **event_graph_file.searches(stores, key, entity_vectors, event_vectors),
     )
     return view, links
 

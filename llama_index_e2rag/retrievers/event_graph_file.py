@@ -7,18 +7,23 @@ in each event, the entity graph's links in the order they were first made (so ti
 listed as before) and each entity's name forms. It is persisted per content state
 (``stores.read_model_file``: ``e2rag index`` writes it after indexing; otherwise the first query
 after a write does) and read back in milliseconds; vectors come from the vector store and the
-nodes themselves from the graph, by id, when a query uses them (``graph.node_rows``).
+nodes themselves from the graph, by id, when a query uses them (``graph.node_rows``). A store
+with ``ANN_MIN_ROWS`` entities or events or more also keeps an HNSW graph of each such matrix
+beside the model (``vectors.nearest``), saved for the same content key.
 """
 
 from __future__ import annotations
 
 from typing import Any, Hashable, Optional
 
+import numpy as np
+
 from llama_index_e2rag.extract.event_graph.entities import NameForms
 from llama_index_e2rag.graph.node_rows import docs_of, ids_of
 from llama_index_e2rag.ranking.event_graph import EventGraphView, Link
 from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.port import Stores
+from llama_index_e2rag.vectors.nearest import NearestRows, open_nearest
 
 #: Two JSON lines: the content key and the SHA-256 of the second line, then the model.
 EVENT_GRAPH_FILE = "event_graph.jsonl"
@@ -70,3 +75,16 @@ def read(stores: Stores, key: str) -> Optional[dict[str, Any]]:
 def write(stores: Stores, key: str, data: dict[str, Any]) -> None:
     """Persist the model for the next process (atomically, or not at all)."""
     read_model_file.write(stores, EVENT_GRAPH_FILE, key, data)
+
+
+def searches(
+    stores: Stores, key: str, entity_vectors: np.ndarray, event_vectors: np.ndarray
+) -> dict[str, NearestRows]:
+    """The view's nearest-row searches of content ``key``: exact for a small matrix, else
+    through the HNSW graph saved beside the model (built and saved when missing or stale)."""
+    return {
+        "entity_search": open_nearest(
+            entity_vectors, key, read_model_file.model_path(stores, "event_graph-entities.hnsw")),
+        "event_search": open_nearest(
+            event_vectors, key, read_model_file.model_path(stores, "event_graph-events.hnsw")),
+    }
