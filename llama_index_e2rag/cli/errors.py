@@ -48,6 +48,7 @@ EXTRA_OF_MODULE = {
     "uvicorn": "serve",
     "matplotlib": "bench",
     "tiktoken": "bench",
+    "usearch": "bench",
 }
 #: Logs of unexpected errors kept in our own log folder (older ones are deleted).
 KEEP_LOGS = 50

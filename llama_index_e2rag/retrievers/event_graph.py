@@ -68,6 +68,7 @@ from llama_index_e2rag.retrievers.budget import within_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import chunk_metadata, chunk_result
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, sort_by_position
+from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.state_cache import StateCache
 from llama_index_e2rag.stores.port import Stores
 
@@ -112,34 +113,36 @@ class _Chunk:
 
 def _build(stores: Stores, state: Hashable) -> EventGraphView:
     """The view of this content state: read from its persisted model (``event_graph_file``),
-    else derived from the graph and persisted for the next process."""
+    else derived from the graph and persisted for the next process; its searches exact, or
+    through the HNSW graphs saved for this content (``event_graph_file.searches``)."""
     key = event_graph_file.content_key(stores, state)
     stored = event_graph_file.read(stores, key)
     if stored is not None:
-        return _view(stores, stored, key)
-    view, links = _derive(stores, key)
-    event_graph_file.write(stores, key, event_graph_file.encode(view, links))
+        view = _view(stores, stored)
+    else:
+        view, links = _derive(stores)
+        event_graph_file.write(stores, key, event_graph_file.encode(view, links))
+    view.entity_search, view.event_search = event_graph_file.searches(
+        stores, key, view.entity_vectors, view.event_vectors)
     return view
 
 
-def _view(stores: Stores, data: dict[str, Any], key: str) -> EventGraphView:
+def _view(stores: Stores, data: dict[str, Any]) -> EventGraphView:
     """The view of a persisted model: nodes are read from the graph when a query uses them."""
     entities = NodeRows(data["entities"], data["entity_docs"], stores.graph.get_nodes)
     events = NodeRows(data["events"], data["event_docs"], stores.graph.get_nodes)
-    entity_vectors, event_vectors = stores.matrix_of(entities.ids), stores.matrix_of(events.ids)
     return EventGraphView(
         entities=entities,
-        entity_vectors=entity_vectors,
+        entity_vectors=stores.matrix_of(entities.ids),
         events=events,
-        event_vectors=event_vectors,
+        event_vectors=stores.matrix_of(events.ids),
         participants=data["participants"],
         graph=link_graph(entities.ids, event_graph_file.decode_links(data)),
         forms=event_graph_file.decode_forms(data),
-        **event_graph_file.searches(stores, key, entity_vectors, event_vectors),
     )
 
 
-def _derive(stores: Stores, key: str) -> tuple[EventGraphView, list[Link]]:
+def _derive(stores: Stores) -> tuple[EventGraphView, list[Link]]:
     """Read entities, events (``graph_event`` nodes, else the ``event`` nodes lifted to an
     entity), participation and the entity links from the whole graph."""
     graph = stores.graph
@@ -161,15 +164,13 @@ def _derive(stores: Stores, key: str) -> tuple[EventGraphView, list[Link]]:
     participants = {k: sorted(set(v), key=row.__getitem__) for k, v in participants.items()}
     ids = list(row)
     links = entity_links(ids, graph.edges(EdgeKind.CO_MENTION) + graph.edges(EdgeKind.INSTANCE_OF))
-    entity_vectors, event_vectors = stores.matrix(entities), stores.matrix(events)
     view = EventGraphView(
         entities=entities,
-        entity_vectors=entity_vectors,
+        entity_vectors=stores.matrix(entities),
         events=events,
-        event_vectors=event_vectors,
+        event_vectors=stores.matrix(events),
         participants=participants,
         graph=link_graph(ids, links),
-        **event_graph_file.searches(stores, key, entity_vectors, event_vectors),
     )
     return view, links
 
@@ -180,8 +181,7 @@ _VIEW: StateCache[EventGraphView] = StateCache(_build)
 def save_read_model(stores: Stores) -> None:
     """Derive and persist the view of the stores' current content now (``e2rag index`` after
     writing an index with the event graph layer), so the next process's first query reads it."""
-    with stores.reading():
-        _VIEW.get(stores)
+    read_model_file.save_now(stores, _VIEW)
 
 
 def restrict_view(view: EventGraphView, scope: Optional[DocScope]) -> EventGraphView:

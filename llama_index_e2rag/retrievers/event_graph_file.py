@@ -14,7 +14,7 @@ beside the model (``vectors.nearest``), saved for the same content key.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -29,11 +29,8 @@ from llama_index_e2rag.vectors.nearest import NearestRows, open_nearest
 EVENT_GRAPH_FILE = "event_graph.jsonl"
 #: Bumped when the encoding or what the model holds changes: an older file is rebuilt.
 FORMAT = 1
-
-
-def content_key(stores: Stores, state: Hashable) -> str:
-    """What the read model was built from: the graph's version and its documents' records."""
-    return read_model_file.content_key(stores, state, FORMAT)
+MODEL = read_model_file.ReadModel(EVENT_GRAPH_FILE, FORMAT)
+content_key, write = MODEL.content_key, MODEL.write
 
 
 def encode(view: EventGraphView, links: list[Link]) -> dict[str, Any]:
@@ -63,7 +60,7 @@ def decode_forms(data: dict[str, Any]) -> list[NameForms]:
 
 def read(stores: Stores, key: str) -> Optional[dict[str, Any]]:
     """The persisted model of content ``key``, else None (missing, older, damaged)."""
-    data = read_model_file.read(stores, EVENT_GRAPH_FILE, key)
+    data = MODEL.read(stores, key)
     fields = ("entities", "entity_docs", "events", "event_docs", "participants", "links", "forms")
     if not isinstance(data, dict) or any(name not in data for name in fields):
         return None
@@ -72,19 +69,16 @@ def read(stores: Stores, key: str) -> Optional[dict[str, Any]]:
     return data if len(data["events"]) == len(data["event_docs"]) else None
 
 
-def write(stores: Stores, key: str, data: dict[str, Any]) -> None:
-    """Persist the model for the next process (atomically, or not at all)."""
-    read_model_file.write(stores, EVENT_GRAPH_FILE, key, data)
-
 
 def searches(
     stores: Stores, key: str, entity_vectors: np.ndarray, event_vectors: np.ndarray
-) -> dict[str, NearestRows]:
-    """The view's nearest-row searches of content ``key``: exact for a small matrix, else
-    through the HNSW graph saved beside the model (built and saved when missing or stale)."""
-    return {
-        "entity_search": open_nearest(
-            entity_vectors, key, read_model_file.model_path(stores, "event_graph-entities.hnsw")),
-        "event_search": open_nearest(
-            event_vectors, key, read_model_file.model_path(stores, "event_graph-events.hnsw")),
-    }
+) -> tuple[NearestRows, NearestRows]:
+    """The view's entity and event searches for content ``key``: exact for a small matrix,
+    else through the HNSW graph saved beside the model (built and saved when missing or
+    stale)."""
+    return (
+        open_nearest(entity_vectors, key,
+                     read_model_file.model_path(stores, "event_graph-entities.hnsw")),
+        open_nearest(event_vectors, key,
+                     read_model_file.model_path(stores, "event_graph-events.hnsw")),
+    )

@@ -6,8 +6,9 @@ rows, ~2 GB read per scan. ``NearestRows`` answers all of a question's queries a
 
 - below ``ANN_MIN_ROWS`` rows, exactly: one matrix product for the whole batch (the rows are
   read once, not once per query);
-- from ``ANN_MIN_ROWS`` rows on, an HNSW graph (usearch, half-precision rows) proposes
-  ``ann_candidates(k)`` rows per query in well under a millisecond, whatever the row count.
+- from ``ANN_MIN_ROWS`` rows on, an HNSW graph (FAISS ``IndexHNSWSQ``, half-precision rows)
+  proposes ``ann_candidates(k)`` rows per query in a few milliseconds, whatever the row
+  count.
 
 Either way the proposed rows are scored again in float64, row by row, so a row's score does
 not depend on the matrix's layout or the batch (float32 BLAS results do, in the last bits) and
@@ -28,7 +29,8 @@ import importlib.util
 import json
 import logging
 from pathlib import Path
-from typing import Any, Collection, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Collection, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -44,8 +46,9 @@ logger = logging.getLogger(__name__)
 ANN_MIN_ROWS = 50_000
 #: float32 products pick the rows within this margin of the k-th best; float64 then ranks them.
 SLACK = 1e-5
-#: HNSW parameters: links per node, search breadth while building and while querying.
-CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH = 16, 128, 128
+#: HNSW parameters: links per node, search breadth while building and while querying (512:
+#: recall@10 0.99 on real vectors, ``benchmarks/results/latency-growth.md``).
+CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH = 16, 128, 512
 #: Bumped when the index file's parameters change: an older file is rebuilt.
 FORMAT = 1
 
@@ -66,7 +69,7 @@ def unit_rows(queries: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
 class NearestRows:
     """Top rows of ``matrix`` (unit rows, zeros for a row without a vector) per query.
 
-    ``graph``: a usearch index over the rows (keys are row numbers), or None for exact search.
+    ``graph``: a FAISS HNSW index over the rows (ids are row numbers), or None: exact search.
     """
 
     def __init__(self, matrix: np.ndarray, graph: Any = None) -> None:
@@ -93,9 +96,11 @@ class NearestRows:
         queries: Sequence[Sequence[float]] | np.ndarray,
         k: int,
         exclude: Sequence[Collection[int]] = (),
+        ties: Optional[Sequence[str]] = None,
     ) -> list[list[tuple[int, float]]]:
-        """Per query, its ``k`` best ``(row, cosine)`` pairs, best first, ties to the lower row,
-        without the rows ``exclude[i]`` names for query ``i``."""
+        """Per query, its ``k`` best ``(row, cosine)`` pairs, best first, without the rows
+        ``exclude[i]`` names for query ``i``; ties go to the lower row, or to the lower
+        ``ties[row]`` (a node id) when given."""
         units = unit_rows(queries)
         skip = [set(exclude[i]) if i < len(exclude) else set() for i in range(len(units))]
         if k <= 0 or not len(units) or not len(self):
@@ -106,9 +111,12 @@ class NearestRows:
             proposed = self._proposed_exactly(units, k, skip)
         out = []
         for q, rows in zip(units, proposed):
-            rows = np.asarray(sorted(set(rows.tolist())), dtype=np.int64)
+            rows = np.unique(rows)
             scores = self.scores(q, rows)
-            order = np.lexsort((rows, -scores))[:k]
+            if ties is None:
+                order = np.lexsort((rows, -scores))[:k].tolist()
+            else:
+                order = sorted(range(len(rows)), key=lambda i: (-scores[i], ties[rows[i]]))[:k]
             out.append([(int(rows[i]), float(scores[i])) for i in order])
         return out
 
@@ -139,26 +147,41 @@ class NearestRows:
     ) -> list[np.ndarray]:
         """Per query, the rows the HNSW graph finds (excluded rows dropped)."""
         count = min(len(self), ann_candidates(k + max(map(len, skip))))
-        found = self.graph.search(units.astype(np.float32), count, threads=1)
-        keys = np.asarray(found.keys).reshape(len(units), -1)
-        # one query gives usearch's ``Matches`` (its rows only), several ``BatchMatches``
-        counts = np.asarray(getattr(found, "counts", [len(found.keys)])).reshape(-1)
+        with _one_thread():
+            _, found = self.graph.search(np.ascontiguousarray(units, dtype=np.float32), count)
         return [
-            np.asarray([r for r in keys[i, : counts[i]].tolist() if r not in skip[i]],
+            np.asarray([r for r in found[i].tolist() if r >= 0 and r not in skip[i]],
                        dtype=np.int64)
             for i in range(len(units))
         ]
 
 
-def build_graph(matrix: np.ndarray) -> Any:
-    """An HNSW graph of the rows (keys: row numbers), built on one thread so the same rows give
-    the same graph."""
-    from usearch.index import Index  # deferred: only stores past ANN_MIN_ROWS rows need it
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """FAISS on one OpenMP thread meanwhile: a build is then the same for the same rows, and a
+    search of a few queries does not wake a thread team on a shared machine."""
+    import faiss  # deferred: only stores past ANN_MIN_ROWS rows need it
 
-    graph = Index(ndim=int(matrix.shape[1]), metric="ip", dtype="f16",
-                  connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
-                  expansion_search=EXPANSION_SEARCH)
-    graph.add(np.arange(len(matrix), dtype=np.uint64), np.asarray(matrix, np.float32), threads=1)
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(threads)
+
+
+def build_graph(matrix: np.ndarray) -> Any:
+    """An HNSW graph of the rows (FAISS ids: row numbers), built on one thread."""
+    import faiss  # deferred: as above
+
+    graph = faiss.IndexHNSWSQ(int(matrix.shape[1]), faiss.ScalarQuantizer.QT_fp16,
+                              CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
+    graph.hnsw.efConstruction = EXPANSION_ADD
+    rows = np.ascontiguousarray(matrix, dtype=np.float32)
+    with _one_thread():
+        graph.train(rows[: min(len(rows), 10_000)])
+        graph.add(rows)
+    graph.hnsw.efSearch = EXPANSION_SEARCH
     return graph
 
 
@@ -173,7 +196,7 @@ def _head(matrix: np.ndarray, key: str) -> dict[str, Any]:
 
 def _load(path: Path, matrix: np.ndarray, key: str) -> Any:
     """The saved graph of ``path`` when its head names ``key``, this shape and this file."""
-    from usearch.index import Index
+    import faiss  # deferred: as above
 
     try:
         head = json.loads(_head_path(path).read_text(encoding="utf-8"))
@@ -184,13 +207,13 @@ def _load(path: Path, matrix: np.ndarray, key: str) -> Any:
         if file_sum(path) != head["sum"]:
             logger.warning("%s does not match its head; the search graph is rebuilt", path)
             return None
-        graph = Index.restore(str(path), view=True)
+        graph = faiss.read_index(str(path))
     except (OSError, ValueError, RuntimeError) as exc:
         logger.warning("%s is unreadable (%s); the search graph is rebuilt", path, exc)
         return None
-    if graph is None or len(graph) != matrix.shape[0] or graph.ndim != matrix.shape[1]:
+    if graph.ntotal != matrix.shape[0] or graph.d != matrix.shape[1]:
         return None
-    graph.expansion_search = EXPANSION_SEARCH
+    graph.hnsw.efSearch = EXPANSION_SEARCH  # read_index gives the HNSW class itself
     return graph
 
 
@@ -198,7 +221,9 @@ def _save(path: Path, graph: Any, matrix: np.ndarray, key: str) -> None:
     """The graph file, then its head (a crash between them leaves a head that names another
     file: rebuilt). A folder that cannot be written only costs the next process the build."""
     try:
-        atomic_replace(path, lambda tmp: graph.save(str(tmp)))
+        import faiss  # deferred: as above
+
+        atomic_replace(path, lambda tmp: faiss.write_index(graph, str(tmp)))
         head = dict(_head(matrix, key), sum=file_sum(path))
         atomic_write_text(_head_path(path), json.dumps(head))
     except OSError as exc:
@@ -211,8 +236,8 @@ def open_nearest(matrix: np.ndarray, key: str, path: Optional[Path]) -> NearestR
     file is missing, stale or damaged."""
     if matrix.shape[0] < ANN_MIN_ROWS or not matrix.shape[1]:
         return NearestRows(matrix)
-    if importlib.util.find_spec("usearch") is None:  # a dependency; a platform without it
-        logger.warning("usearch is not installed: %d rows are searched exactly", len(matrix))
+    if importlib.util.find_spec("faiss") is None:  # a dependency; a platform without it
+        logger.warning("faiss is not installed: %d rows are searched exactly", len(matrix))
         return NearestRows(matrix)
     graph = _load(path, matrix, key) if path is not None and path.is_file() else None
     if graph is None:

@@ -21,7 +21,7 @@ from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.retrievers import event_graph, event_graph_file
 
-from persisted_demo import HARMS, assert_derived_again, forbid, model_file, ranking
+from persisted_demo import forbid, model_file, ranking
 
 
 @pytest.fixture(scope="module")
@@ -76,20 +76,6 @@ def test_a_load_reads_the_saved_model_and_ranks_as_the_graph_does(
     assert _ranking(loaded) == expected
     read = len(from_file.entities._nodes) + len(from_file.events._nodes)
     assert 0 < read < len(from_file.entities) + len(from_file.events)  # only what was used
-
-
-@pytest.mark.parametrize("harm", HARMS)
-def test_a_damaged_missing_or_other_model_is_derived_and_written_again(
-    store: Path, minilm, monkeypatch: pytest.MonkeyPatch, harm: str
-) -> None:
-    def other() -> None:
-        event_graph_file.write(load_index(store, embed_model=minilm).stores, "none", {})
-
-    assert_derived_again(
-        _file(store), harm, "links", other,
-        lambda: _ranking(load_index(store, embed_model=minilm)),
-        lambda: _no_derivation(monkeypatch),
-    )
 
 
 def test_a_write_makes_the_saved_model_stale(

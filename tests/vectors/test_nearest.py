@@ -127,3 +127,16 @@ def test_a_folder_that_cannot_be_written_only_costs_the_build(
     matrix = unit_matrix(np.random.default_rng(2), 2_500)
     search = open_nearest(matrix, "k", blocked / "m.hnsw")
     assert search.approximate and search.top(matrix[:1], 1)[0][0][0] == 0
+
+
+@pytest.mark.parametrize("rows", [50, 2_500])
+def test_tied_rows_go_to_the_lower_key_when_keys_are_given(
+    small_threshold: int, rows: int
+) -> None:
+    matrix = unit_matrix(np.random.default_rng(4), rows)
+    matrix[[3, 7, 11]] = matrix[20]
+    ids = [f"id-{rows - r:05d}" for r in range(rows)]  # the later row, the lower id
+    search = open_nearest(matrix, "k", None)
+    assert search.approximate == (rows >= small_threshold)
+    assert [r for r, _ in search.top([matrix[20]], 3, ties=ids)[0]] == [20, 11, 7]
+    assert [r for r, _ in search.top([matrix[20]], 3)[0]] == [3, 7, 11]
