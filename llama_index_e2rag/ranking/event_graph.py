@@ -132,11 +132,11 @@ def align_entities(
     nearest = search.top(vectors, top_k, exclude=[list(rows) for rows in named])
     candidates: list[tuple[tuple[int, int, int, float, int], Aligned]] = []
     for q, (rows, unit, by_cosine) in enumerate(zip(named, units, nearest)):
-        cosines = search.scores(unit, list(rows))
-        ranked = sorted(
-            (_TIERS.index(match), -float(cosine), row)
-            for (row, match), cosine in zip(rows.items(), cosines)
-        )[:top_k]
+        found = np.fromiter(rows, np.int64, len(rows))
+        tiers = np.fromiter((_TIERS.index(m) for m in rows.values()), np.int64, len(rows))
+        cosines = search.scores(unit, found)
+        ranked = [(int(tiers[i]), -float(cosines[i]), int(found[i]))
+                  for i in np.lexsort((found, -cosines, tiers))[:top_k]]
         ranked += [(_TIERS.index("cosine"), -score, row)
                    for row, score in by_cosine[: top_k - len(ranked)]]
         for tier, negative, row in ranked:

@@ -145,8 +145,9 @@ class NearestRows:
     def _proposed_by_graph(
         self, units: np.ndarray, k: int, skip: list[set[int]]
     ) -> list[np.ndarray]:
-        """Per query, the rows the HNSW graph finds (excluded rows dropped)."""
-        count = min(len(self), ann_candidates(k + max(map(len, skip))))
+        """Per query, the rows the HNSW graph finds, excluded rows dropped (twice as many are
+        asked for when a query excludes rows; one excluding more may get fewer than ``k``)."""
+        count = min(len(self), ann_candidates(k) * (2 if any(skip) else 1))
         with _one_thread():
             _, found = self.graph.search(np.ascontiguousarray(units, dtype=np.float32), count)
         return [
