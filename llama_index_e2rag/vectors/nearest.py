@@ -7,8 +7,8 @@ rows, ~2 GB read per scan. ``NearestRows`` answers all of a question's queries a
 - below ``ANN_MIN_ROWS`` rows, exactly: one matrix product for the whole batch (the rows are
   read once, not once per query);
 - from ``ANN_MIN_ROWS`` rows on, an HNSW graph (FAISS ``IndexHNSWSQ``, half-precision rows)
-  proposes ``ann_candidates(k)`` rows per query in a few milliseconds, whatever the row
-  count.
+  proposes ``ann_candidates(k)`` rows per query in a few milliseconds, growing with the
+  logarithm of the row count.
 
 Either way the proposed rows are scored again in float64, row by row, so a row's score does
 not depend on the matrix's layout or the batch (float32 BLAS results do, in the last bits) and
@@ -40,15 +40,17 @@ from llama_index_e2rag.disk.files import atomic_replace, atomic_write_text
 logger = logging.getLogger(__name__)
 
 #: Row count from which a matrix is searched through an HNSW graph. Below it an exact batch
-#: costs at most ~20 ms (one product of 6 queries with 50k 384-d rows on the 2-core benchmark
-#: machine under load), and every store of the quality benchmarks stays below it (a 300k-word
-#: book has ~46k rows of its largest kind), so their figures are those of the exact search.
-ANN_MIN_ROWS = 50_000
+#: costs at most ~35 ms (one product of 6 queries with 100k 384-d rows on the 2-core benchmark
+#: machine under load; 3 sub-queries ~20 ms), and every store of the quality benchmarks stays
+#: below it (the largest book, Bleak House at 356k words, has ~55k rows of its largest kind),
+#: so their figures are those of the exact search. About 650k words of one story.
+ANN_MIN_ROWS = 100_000
 #: float32 products pick the rows within this margin of the k-th best; float64 then ranks them.
 SLACK = 1e-5
-#: HNSW parameters: links per node, search breadth while building and while querying (512:
-#: recall@10 0.99 on real vectors, ``benchmarks/results/latency-growth.md``).
-CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH = 16, 128, 512
+#: HNSW parameters: links per node, search breadth while building and while querying (1024:
+#: recall@10 0.98 at 347k rows synthesised from a real store's vectors, 4 ms a query; 512 gave
+#: 0.96 in half the time, ``benchmarks/results/latency-growth.md``).
+CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH = 16, 128, 1024
 #: Bumped when the index file's parameters change: an older file is rebuilt.
 FORMAT = 1
 
