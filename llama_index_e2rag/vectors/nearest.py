@@ -48,8 +48,8 @@ ANN_MIN_ROWS = 100_000
 #: float32 products pick the rows within this margin of the k-th best; float64 then ranks them.
 SLACK = 1e-5
 #: HNSW parameters: links per node, search breadth while building and while querying (1024:
-#: recall@10 0.98 at 347k rows synthesised from a real store's vectors, 4 ms a query; 512 gave
-#: 0.96 in half the time, ``benchmarks/results/latency-growth.md``).
+#: recall@10 0.98 at 347k rows synthesised from a real store's vectors and 0.93 at 1.4M, ~4 ms
+#: a query; 2048: 0.97 at 1.4M in twice the time; ``benchmarks/results/latency-growth.md``).
 CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH = 16, 128, 1024
 #: Bumped when the index file's parameters change: an older file is rebuilt.
 FORMAT = 1
