@@ -69,7 +69,6 @@ def read(stores: Stores, key: str) -> Optional[dict[str, Any]]:
     return data if len(data["events"]) == len(data["event_docs"]) else None
 
 
-
 def searches(
     stores: Stores, key: str, entity_vectors: np.ndarray, event_vectors: np.ndarray
 ) -> tuple[NearestRows, NearestRows]:

@@ -89,4 +89,3 @@ def read(stores: Stores, key: str, ids: Sequence[str]) -> Optional[dict[str, Any
     """The persisted model of content ``key`` whose passages are ``ids``, else None."""
     data = MODEL.read(stores, key)
     return data if isinstance(data, dict) and data.get("ids") == list(ids) else None
-

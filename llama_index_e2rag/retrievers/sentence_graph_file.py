@@ -73,4 +73,3 @@ def read(stores: Stores, key: str) -> Optional[dict[str, Any]]:
     rows = len(data["ids"])
     same = all(len(data[name]) == rows for name in ("docs", "texts", "topic_of", "role", "rst"))
     return data if same else None
-
