@@ -114,7 +114,7 @@ class _Chunk:
 def _build(stores: Stores, state: Hashable) -> EventGraphView:
     """The view of this content state: read from its persisted model (``event_graph_file``),
     else derived from the graph and persisted for the next process; its searches exact, or
-    through the HNSW graphs saved for this content (``event_graph_file.searches``)."""
+    through the HNSW graphs saved beside it (``event_graph_file.searches``)."""
     key = event_graph_file.content_key(stores, state)
     stored = event_graph_file.read(stores, key)
     if stored is not None:
@@ -122,8 +122,7 @@ def _build(stores: Stores, state: Hashable) -> EventGraphView:
     else:
         view, links = _derive(stores)
         event_graph_file.write(stores, key, event_graph_file.encode(view, links))
-    view.entity_search, view.event_search = event_graph_file.searches(
-        stores, key, view.entity_vectors, view.event_vectors)
+    view.entity_search, view.event_search = event_graph_file.searches(stores, view)
     return view
 
 

@@ -9,21 +9,20 @@ listed as before) and each entity's name forms. It is persisted per content stat
 after a write does) and read back in milliseconds; vectors come from the vector store and the
 nodes themselves from the graph, by id, when a query uses them (``graph.node_rows``). A store
 with ``ANN_MIN_ROWS`` entities or events or more also keeps an HNSW graph of each such matrix
-beside the model (``vectors.nearest``), saved for the same content key.
+beside the model (``vectors.nearest_graph``), updated by a write.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-import numpy as np
-
 from llama_index_e2rag.extract.event_graph.entities import NameForms
 from llama_index_e2rag.graph.node_rows import docs_of, ids_of
 from llama_index_e2rag.ranking.event_graph import EventGraphView, Link
 from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.port import Stores
-from llama_index_e2rag.vectors.nearest import NearestRows, open_nearest
+from llama_index_e2rag.vectors.nearest import NearestRows
+from llama_index_e2rag.vectors.nearest_graph import open_nearest
 
 #: Two JSON lines: the content key and the SHA-256 of the second line, then the model.
 EVENT_GRAPH_FILE = "event_graph.jsonl"
@@ -69,15 +68,12 @@ def read(stores: Stores, key: str) -> Optional[dict[str, Any]]:
     return data if len(data["events"]) == len(data["event_docs"]) else None
 
 
-def searches(
-    stores: Stores, key: str, entity_vectors: np.ndarray, event_vectors: np.ndarray
-) -> tuple[NearestRows, NearestRows]:
-    """The view's entity and event searches for content ``key``: exact for a small matrix,
-    else through the HNSW graph saved beside the model (built and saved when missing or
-    stale)."""
+def searches(stores: Stores, view: EventGraphView) -> tuple[NearestRows, NearestRows]:
+    """The view's entity and event searches: exact for a small matrix, else through the HNSW
+    graph saved beside the model (updated to the view's rows, built when missing)."""
     return (
-        open_nearest(entity_vectors, key,
+        open_nearest(view.entity_vectors, ids_of(view.entities),
                      read_model_file.model_path(stores, "event_graph-entities.hnsw")),
-        open_nearest(event_vectors, key,
+        open_nearest(view.event_vectors, ids_of(view.events),
                      read_model_file.model_path(stores, "event_graph-events.hnsw")),
     )

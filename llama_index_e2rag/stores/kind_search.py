@@ -7,7 +7,8 @@ the kind's matrix instead (``vectors.nearest``), saved in ``e2rag/readmodels/`` 
 state it was built from; below it, and for any other vector storage (Qdrant, Chroma... search
 their own indexes), it is ``Stores.search`` unchanged, so results below the threshold are the
 exact ones. ``save_read_models`` builds the graphs at write time (``e2rag index``); otherwise
-the first query of a kind after a write does.
+the first query of a kind after a write does, updating the previous content's graph by the
+rows the write added and removed (``vectors.nearest_graph``).
 """
 
 from __future__ import annotations
@@ -19,11 +20,8 @@ from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.stores.state_cache import StateCache
-from llama_index_e2rag.vectors import nearest
+from llama_index_e2rag.vectors import nearest, nearest_graph
 from llama_index_e2rag.vectors.base import VectorHit
-
-#: Bumped when what a kind's graph is keyed by changes: an older file is rebuilt.
-FORMAT = 1
 
 
 class _KindSearches:
@@ -31,7 +29,6 @@ class _KindSearches:
 
     def __init__(self, stores: Stores, state: Hashable) -> None:
         self._stores = stores
-        self._key = read_model_file.content_key(stores, state, FORMAT)
         self._kinds: dict[str, tuple[list[str], nearest.NearestRows]] = {}
         self._lock = threading.Lock()
 
@@ -40,7 +37,7 @@ class _KindSearches:
             if kind not in self._kinds:
                 ids, matrix = self._stores.vectors.kind_matrix(kind)  # type: ignore[attr-defined]
                 path = read_model_file.model_path(self._stores, f"kind-{kind}.hnsw")
-                self._kinds[kind] = (ids, nearest.open_nearest(matrix, self._key, path))
+                self._kinds[kind] = (ids, nearest_graph.open_nearest(matrix, ids, path))
             return self._kinds[kind]
 
 

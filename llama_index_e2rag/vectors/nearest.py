@@ -17,27 +17,16 @@ the exact top ``k``; above it, the exact scores of the rows the graph found (its
 measured in ``benchmarks/results/latency-growth.md``).
 
 The HNSW graph takes minutes to build at a million rows, so it is saved beside the read model
-it serves (``open_nearest``): the index file and a JSON head with the content key it was built
-for and the file's size and CRC-32, each replaced atomically. A head that names another key,
-another shape or another file (a crash between the two renames, a damaged or truncated file)
-means the graph is rebuilt, never used.
+it serves and updated by a write rather than rebuilt (``vectors.nearest_graph``): a node of the
+graph is a row by id, a removed row's node stays in the graph but is never returned.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import logging
-from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Collection, Iterator, Optional, Sequence
 
 import numpy as np
-
-from llama_index_e2rag.disk.checksums import file_sum
-from llama_index_e2rag.disk.files import atomic_replace, atomic_write_text
-
-logger = logging.getLogger(__name__)
 
 #: Row count from which a matrix is searched through an HNSW graph. Below it an exact batch
 #: costs at most ~35 ms (one product of 6 queries with 100k 384-d rows on the 2-core benchmark
@@ -51,8 +40,6 @@ SLACK = 1e-5
 #: recall@10 0.98 at 347k rows synthesised from a real store's vectors and 0.93 at 1.4M, ~4 ms
 #: a query; 2048: 0.97 at 1.4M in twice the time; ``benchmarks/results/latency-growth.md``).
 CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH = 16, 128, 1024
-#: Bumped when the index file's parameters change: an older file is rebuilt.
-FORMAT = 1
 
 
 def ann_candidates(k: int) -> int:
@@ -71,12 +58,17 @@ def unit_rows(queries: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
 class NearestRows:
     """Top rows of ``matrix`` (unit rows, zeros for a row without a vector) per query.
 
-    ``graph``: a FAISS HNSW index over the rows (ids are row numbers), or None: exact search.
+    ``graph``: a FAISS HNSW index over the rows, or None: exact search; ``nodes``: the row of
+    each of its nodes, -1 for a node whose row was removed since it was added (never returned).
     """
 
-    def __init__(self, matrix: np.ndarray, graph: Any = None) -> None:
+    def __init__(
+        self, matrix: np.ndarray, graph: Any = None, nodes: Optional[np.ndarray] = None
+    ) -> None:
         self.matrix = matrix
         self.graph = graph
+        self.nodes = np.arange(len(matrix)) if nodes is None else nodes
+        self._params = _live_only(self.nodes) if graph is not None else None
 
     def __len__(self) -> int:
         return int(self.matrix.shape[0])
@@ -148,19 +140,35 @@ class NearestRows:
         self, units: np.ndarray, k: int, skip: list[set[int]]
     ) -> list[np.ndarray]:
         """Per query, the rows the HNSW graph finds, excluded rows dropped (twice as many are
-        asked for when a query excludes rows; one excluding more may get fewer than ``k``)."""
+        asked for when a query excludes rows; one excluding more may get fewer than ``k``).
+        Removed rows' nodes are walked through but never found (a FAISS selector)."""
         count = min(len(self), ann_candidates(k) * (2 if any(skip) else 1))
-        with _one_thread():
-            _, found = self.graph.search(np.ascontiguousarray(units, dtype=np.float32), count)
+        with one_thread():
+            _, found = self.graph.search(np.ascontiguousarray(units, dtype=np.float32), count,
+                                         params=self._params[0] if self._params else None)
+        rows = np.where(found >= 0, self.nodes[np.maximum(found, 0)], -1)
         return [
-            np.asarray([r for r in found[i].tolist() if r >= 0 and r not in skip[i]],
+            np.asarray([r for r in rows[i].tolist() if r >= 0 and r not in skip[i]],
                        dtype=np.int64)
             for i in range(len(units))
         ]
 
 
+def _live_only(nodes: np.ndarray) -> Optional[tuple[Any, ...]]:
+    """FAISS search parameters that leave the removed nodes out of the results, with the
+    objects they point to (kept alive beside them); None when no node is removed."""
+    if (nodes >= 0).all():
+        return None
+    import faiss  # deferred: as below
+
+    bits = np.packbits(nodes >= 0, bitorder="little")
+    selector = faiss.IDSelectorBitmap(len(nodes), faiss.swig_ptr(bits))
+    params = faiss.SearchParametersHNSW(sel=selector, efSearch=EXPANSION_SEARCH)
+    return params, selector, bits
+
+
 @contextmanager
-def _one_thread() -> Iterator[None]:
+def one_thread() -> Iterator[None]:
     """FAISS on one OpenMP thread meanwhile: a build is then the same for the same rows, and a
     search of a few queries does not wake a thread team on a shared machine."""
     import faiss  # deferred: only stores past ANN_MIN_ROWS rows need it
@@ -171,80 +179,3 @@ def _one_thread() -> Iterator[None]:
         yield
     finally:
         faiss.omp_set_num_threads(threads)
-
-
-def build_graph(matrix: np.ndarray) -> Any:
-    """An HNSW graph of the rows (FAISS ids: row numbers), built on one thread."""
-    import faiss  # deferred: as above
-
-    graph = faiss.IndexHNSWSQ(int(matrix.shape[1]), faiss.ScalarQuantizer.QT_fp16,
-                              CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
-    graph.hnsw.efConstruction = EXPANSION_ADD
-    rows = np.ascontiguousarray(matrix, dtype=np.float32)
-    with _one_thread():
-        graph.train(rows[: min(len(rows), 10_000)])
-        graph.add(rows)
-    graph.hnsw.efSearch = EXPANSION_SEARCH
-    return graph
-
-
-def _head_path(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
-
-
-def _head(matrix: np.ndarray, key: str) -> dict[str, Any]:
-    return {"format": FORMAT, "key": key, "rows": int(matrix.shape[0]),
-            "dim": int(matrix.shape[1])}
-
-
-def _load(path: Path, matrix: np.ndarray, key: str) -> Any:
-    """The saved graph of ``path`` when its head names ``key``, this shape and this file."""
-    import faiss  # deferred: as above
-
-    try:
-        head = json.loads(_head_path(path).read_text(encoding="utf-8"))
-        if not isinstance(head, dict) or head.get("sum") is None:
-            return None
-        if {k: head.get(k) for k in _head(matrix, key)} != _head(matrix, key):
-            return None
-        if file_sum(path) != head["sum"]:
-            logger.warning("%s does not match its head; the search graph is rebuilt", path)
-            return None
-        graph = faiss.read_index(str(path))
-    except (OSError, ValueError, RuntimeError) as exc:
-        logger.warning("%s is unreadable (%s); the search graph is rebuilt", path, exc)
-        return None
-    if graph.ntotal != matrix.shape[0] or graph.d != matrix.shape[1]:
-        return None
-    graph.hnsw.efSearch = EXPANSION_SEARCH  # read_index gives the HNSW class itself
-    return graph
-
-
-def _save(path: Path, graph: Any, matrix: np.ndarray, key: str) -> None:
-    """The graph file, then its head (a crash between them leaves a head that names another
-    file: rebuilt). A folder that cannot be written only costs the next process the build."""
-    try:
-        import faiss  # deferred: as above
-
-        atomic_replace(path, lambda tmp: faiss.write_index(graph, str(tmp)))
-        head = dict(_head(matrix, key), sum=file_sum(path))
-        atomic_write_text(_head_path(path), json.dumps(head))
-    except OSError as exc:
-        logger.info("the search graph was not saved in %s (%s)", path, exc)
-
-
-def open_nearest(matrix: np.ndarray, key: str, path: Optional[Path]) -> NearestRows:
-    """``NearestRows`` of ``matrix``: exact below ``ANN_MIN_ROWS`` rows; else with the graph
-    saved at ``path`` for content ``key``, built (and saved, when ``path`` is given) if that
-    file is missing, stale or damaged."""
-    if matrix.shape[0] < ANN_MIN_ROWS or not matrix.shape[1]:
-        return NearestRows(matrix)
-    if importlib.util.find_spec("faiss") is None:  # a dependency; a platform without it
-        logger.warning("faiss is not installed: %d rows are searched exactly", len(matrix))
-        return NearestRows(matrix)
-    graph = _load(path, matrix, key) if path is not None and path.is_file() else None
-    if graph is None:
-        graph = build_graph(matrix)
-        if path is not None:
-            _save(path, graph, matrix, key)
-    return NearestRows(matrix, graph)

@@ -20,7 +20,7 @@ from llama_index_e2rag.graph.node_rows import NodeRows, ids_of
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.retrievers import event_graph, event_graph_file
-from llama_index_e2rag.vectors import nearest
+from llama_index_e2rag.vectors import nearest, nearest_graph
 
 from persisted_demo import forbid, model_file, ranking
 
@@ -112,5 +112,5 @@ def test_past_the_threshold_the_view_searches_through_its_saved_graphs(
     assert view.entity_search.approximate and view.event_search.approximate
     for name in ("event_graph-entities.hnsw", "event_graph-events.hnsw"):
         assert model_file(store, name).is_file()
-    monkeypatch.setattr(nearest, "build_graph", lambda matrix: pytest.fail("built again"))
+    monkeypatch.setattr(nearest_graph, "build_graph", lambda matrix: pytest.fail("built again"))
     assert _ranking(load_index(store, embed_model=minilm)) == expected  # read back

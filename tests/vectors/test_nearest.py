@@ -1,5 +1,4 @@
-"""``vectors.nearest``: exact below the threshold, a recall floor above it, a saved graph used
-only for the content it was built for."""
+"""``vectors.nearest``: exact below the threshold, a recall floor above it."""
 
 from __future__ import annotations
 
@@ -9,7 +8,8 @@ import numpy as np
 import pytest
 
 from llama_index_e2rag.vectors import nearest
-from llama_index_e2rag.vectors.nearest import NearestRows, open_nearest
+from llama_index_e2rag.vectors.nearest import NearestRows
+from llama_index_e2rag.vectors.nearest_graph import open_nearest
 
 DIM = 32
 
@@ -19,6 +19,10 @@ def unit_matrix(rng: np.random.Generator, n: int, clusters: int = 40) -> np.ndar
     centres = rng.standard_normal((clusters, DIM))
     rows = centres[rng.integers(0, clusters, n)] + 0.6 * rng.standard_normal((n, DIM))
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def row_ids(n: int) -> list[str]:
+    return [f"row-{r}" for r in range(n)]
 
 
 def exact_top(matrix: np.ndarray, query: np.ndarray, k: int, exclude=()) -> list[int]:
@@ -57,7 +61,7 @@ def test_a_matrix_without_vectors_ranks_rows_in_order_at_zero() -> None:
 
 def test_below_the_threshold_nothing_is_built_or_saved(tmp_path: Path) -> None:
     matrix = unit_matrix(np.random.default_rng(1), nearest.ANN_MIN_ROWS - 1)
-    search = open_nearest(matrix, "k1", tmp_path / "m.hnsw")
+    search = open_nearest(matrix, row_ids(len(matrix)), tmp_path / "m.hnsw")
     assert not search.approximate and not list(tmp_path.iterdir())
 
 
@@ -70,7 +74,7 @@ def small_threshold(monkeypatch: pytest.MonkeyPatch) -> int:
 def test_above_the_threshold_recall_stays_above_the_floor(small_threshold: int) -> None:
     rng = np.random.default_rng(3)
     matrix = unit_matrix(rng, 6_000)
-    search = open_nearest(matrix, "k1", None)
+    search = open_nearest(matrix, row_ids(len(matrix)), None)
     assert search.approximate
     queries = rng.standard_normal((100, DIM))
     k = 10
@@ -84,48 +88,13 @@ def test_above_the_threshold_recall_stays_above_the_floor(small_threshold: int) 
         assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
 
 
-def test_the_saved_graph_is_used_for_its_content_only(
-    small_threshold: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    rng = np.random.default_rng(5)
-    matrix = unit_matrix(rng, 3_000)
-    path = tmp_path / "events.hnsw"
-    built = []
-    real_build = nearest.build_graph
-    monkeypatch.setattr(nearest, "build_graph", lambda m: built.append(len(m)) or real_build(m))
-    queries = rng.standard_normal((5, DIM))
-
-    first = open_nearest(matrix, "state-1", path).top(queries, 5)
-    assert built == [3_000] and path.is_file()
-    assert open_nearest(matrix, "state-1", path).top(queries, 5) == first
-    assert built == [3_000]  # read back, not built again
-
-    open_nearest(matrix, "state-2", path)  # stale: another content key
-    assert built == [3_000, 3_000]
-    open_nearest(matrix[:2_500], "state-2", path)  # the same key, another shape
-    assert len(built) == 3
-
-    data = bytearray(path.read_bytes())  # damaged after it was saved
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
-    assert open_nearest(matrix[:2_500], "state-2", path).top(queries, 5)
-    assert len(built) == 4
-
-    head = path.with_name(path.name + ".json")  # a crash between the graph and its head
-    old_head = head.read_text()
-    open_nearest(matrix, "state-3", path)
-    head.write_text(old_head)
-    open_nearest(matrix[:2_500], "state-2", path)
-    assert len(built) == 6
-
-
 def test_a_folder_that_cannot_be_written_only_costs_the_build(
     small_threshold: int, tmp_path: Path
 ) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
     matrix = unit_matrix(np.random.default_rng(2), 2_500)
-    search = open_nearest(matrix, "k", blocked / "m.hnsw")
+    search = open_nearest(matrix, row_ids(len(matrix)), blocked / "m.hnsw")
     assert search.approximate and search.top(matrix[:1], 1)[0][0][0] == 0
 
 
@@ -136,7 +105,7 @@ def test_tied_rows_go_to_the_lower_key_when_keys_are_given(
     matrix = unit_matrix(np.random.default_rng(4), rows)
     matrix[[3, 7, 11]] = matrix[20]
     ids = [f"id-{rows - r:05d}" for r in range(rows)]  # the later row, the lower id
-    search = open_nearest(matrix, "k", None)
+    search = open_nearest(matrix, row_ids(len(matrix)), None)
     assert search.approximate == (rows >= small_threshold)
     assert [r for r, _ in search.top([matrix[20]], 3, ties=ids)[0]] == [20, 11, 7]
     assert [r for r, _ in search.top([matrix[20]], 3)[0]] == [3, 7, 11]
