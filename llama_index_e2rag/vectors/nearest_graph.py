@@ -18,6 +18,7 @@ head naming its size and CRC-32, each replaced atomically; a head that does not 
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import logging
@@ -86,7 +87,7 @@ def _load(path: Path, dim: int) -> Optional[_Saved]:
             logger.warning("%s does not match its head; the search graph is rebuilt", path)
             return None
         ids = head["ids"]
-        prints = np.asarray(head["prints"], dtype=np.float32).reshape(len(ids), -1)
+        prints = np.frombuffer(base64.b64decode(head["prints"]), "<f4").reshape(len(ids), -1)
         graph = faiss.read_index(str(path))
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:
         logger.warning("%s is unreadable (%s); the search graph is rebuilt", path, exc)
@@ -105,7 +106,8 @@ def _save(path: Path, saved: _Saved) -> None:
 
         atomic_replace(path, lambda tmp: faiss.write_index(saved.graph, str(tmp)))
         head = {"format": FORMAT, "dim": int(saved.graph.d), "sum": file_sum(path),
-                "ids": saved.ids, "prints": saved.prints.tolist()}
+                "ids": saved.ids,
+                "prints": base64.b64encode(saved.prints.astype("<f4").tobytes()).decode()}
         atomic_write_text(_head_path(path), json.dumps(head))
     except OSError as exc:
         logger.info("the search graph was not saved in %s (%s)", path, exc)
@@ -121,8 +123,11 @@ def _updated(
     """``saved`` brought to the current rows, with each node's row (-1: dead); None (and no
     rows) when it would hold more than ``MAX_DEAD_SHARE`` dead nodes. The graph is unchanged,
     and not copied, when the rows are those it holds."""
-    row_of = {node_id: row for row, node_id in enumerate(ids)}
-    nodes = np.fromiter((row_of.get(i, -1) for i in saved.ids), np.int64, len(saved.ids))
+    if saved.ids == ids:  # the rows the graph was saved for, in the same order
+        nodes = np.arange(len(ids))
+    else:
+        row_of = {node_id: row for row, node_id in enumerate(ids)}
+        nodes = np.asarray([row_of.get(i, -1) for i in saved.ids], dtype=np.int64)
     live = nodes >= 0
     changed = np.abs(saved.prints[live] - prints[nodes[live]]).max(axis=1, initial=0.0)
     nodes[np.flatnonzero(live)[changed > _PRINT_TOL]] = -1
