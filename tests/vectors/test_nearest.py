@@ -88,16 +88,6 @@ def test_above_the_threshold_recall_stays_above_the_floor(small_threshold: int) 
         assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
 
 
-def test_a_folder_that_cannot_be_written_only_costs_the_build(
-    small_threshold: int, tmp_path: Path
-) -> None:
-    blocked = tmp_path / "file"
-    blocked.write_text("not a folder")
-    matrix = unit_matrix(np.random.default_rng(2), 2_500)
-    search = open_nearest(matrix, row_ids(len(matrix)), blocked / "m.hnsw")
-    assert search.approximate and search.top(matrix[:1], 1)[0][0][0] == 0
-
-
 @pytest.mark.parametrize("rows", [50, 2_500])
 def test_tied_rows_go_to_the_lower_key_when_keys_are_given(
     small_threshold: int, rows: int

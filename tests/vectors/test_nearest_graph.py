@@ -131,3 +131,14 @@ def test_a_damaged_or_unmatched_file_is_built_again(
     head.write_text("{not json")
     assert found_ids(matrix, ids, path, queries) == first
     assert len(builds) == 4
+
+
+def test_a_folder_that_cannot_be_written_only_costs_the_build(
+    builds: list[int], tmp_path: Path
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    story = Story(np.random.default_rng(14), 300)
+    matrix, ids = story.matrix()
+    assert found_ids(matrix, ids, blocked / "m.hnsw", matrix[:1], k=1)[0][0][0] == ids[0]
+    assert builds == [300]
