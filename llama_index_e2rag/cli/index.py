@@ -195,7 +195,8 @@ def _save(index: "E2RAGIndex", store: Path, read_models: bool = False) -> None:
 def _save_read_models(index: "E2RAGIndex") -> None:
     """The read models of the content just written: the narrative mode's (passage table and
     BM25 index) always, the event and sentence graph views when the store has their layer (else
-    deriving them costs for nothing)."""
+    deriving them costs for nothing), the search graphs of the kinds too large for an exact scan
+    (``stores.kind_search``)."""
     # deferred: llama-index and spaCy, like run's imports (the parser stays fast)
     from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
     # deferred: as above
@@ -203,7 +204,11 @@ def _save_read_models(index: "E2RAGIndex") -> None:
     # deferred: as above
     from llama_index_e2rag.retrievers import event_graph, passage_cache, sentence_graph
 
+    # deferred: as above
+    from llama_index_e2rag.stores import kind_search
+
     passage_cache.save_read_model(index.stores)
+    kind_search.save_read_models(index.stores)
     for builder, mode in ((EventGraphBuilder, event_graph), (SentenceGraphBuilder, sentence_graph)):
         if any(isinstance(b, builder) for b in index.doc_builders):
             mode.save_read_model(index.stores)

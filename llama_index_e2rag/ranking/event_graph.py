@@ -29,8 +29,8 @@ import numpy as np
 
 from llama_index_e2rag.extract.event_graph.entities import NameForms, NameIndex, name_forms
 from llama_index_e2rag.graph.node_rows import ids_of
-from llama_index_e2rag.ranking.top import top_rows
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode
+from llama_index_e2rag.vectors.nearest import NearestRows, unit_rows
 
 MatchKind = Literal["exact", "variant", "cosine"]
 #: Equally short candidate paths compared per pair (a dense graph may have very many).
@@ -39,14 +39,6 @@ MAX_TIED_PATHS = 64
 LINK_KINDS = {"entity_link": "co_mention", "same_entity": "same_entity"}
 _TIERS: tuple[MatchKind, ...] = ("exact", "variant", "cosine")
 T = TypeVar("T")
-
-
-def _unit_cosines(matrix: np.ndarray, vector: Sequence[float]) -> np.ndarray:
-    """Cosines of a vector with unit rows (zeros when the rows have no dimension)."""
-    if matrix.shape[0] == 0 or matrix.shape[1] == 0:
-        return np.zeros(matrix.shape[0], dtype=np.float32)
-    q = np.asarray(vector, dtype=np.float32)
-    return matrix @ (q / (np.linalg.norm(q) or 1.0))
 
 
 @dataclass
@@ -58,6 +50,9 @@ class EventGraphView:
     part, in entity row order; ``graph`` holds every entity and only entity-entity links.
     ``entities`` and ``events`` may be ``NodeRows`` (read when used); ``forms`` are the
     entities' ``NameForms`` when already known (a persisted view), else derived from them.
+    ``entity_search`` / ``event_search`` find the rows nearest to a batch of query vectors
+    (``vectors.nearest``: exact, or through a saved HNSW graph for a large store); exact
+    searches of the matrices when not given.
     """
 
     entities: Sequence[GraphNode]
@@ -67,6 +62,8 @@ class EventGraphView:
     participants: dict[str, list[str]]
     graph: nx.Graph
     forms: Optional[list[NameForms]] = field(default=None, repr=False)
+    entity_search: Optional[NearestRows] = field(default=None, repr=False)
+    event_search: Optional[NearestRows] = field(default=None, repr=False)
     _row: dict[str, int] = field(init=False, repr=False)
     names: NameIndex = field(init=False, repr=False)
 
@@ -75,6 +72,10 @@ class EventGraphView:
         if self.forms is None:
             self.forms = [name_forms(e) for e in self.entities]
         self.names = NameIndex(self.forms)
+        if self.entity_search is None:
+            self.entity_search = NearestRows(self.entity_vectors)
+        if self.event_search is None:
+            self.event_search = NearestRows(self.event_vectors)
 
     def entity(self, entity_id: str) -> GraphNode:
         """The entity node of ``entity_id``."""
@@ -121,23 +122,23 @@ def align_entities(
     """Local entity alignment: each query entity name's ``top_k`` entities (an exact alias, then
     a shared short form, then by cosine), in relevance order: the entities a name names, in the
     names' order, then those found by cosine alone (best first); each entity once. The named
-    entities are looked up (``NameIndex``) and the cosine ones taken by a partial sort, so an
-    alignment does not visit every entity in Python."""
+    entities are looked up (``NameIndex``) and the cosine ones found for all names in one
+    search (``EventGraphView.entity_search``), so an alignment does not visit every entity in
+    Python nor scan them once per name."""
+    search = view.entity_search
+    assert search is not None  # set by the view itself
+    named = [view.names.rows(name) for name in names[: len(vectors)]]
+    units = unit_rows(vectors)
+    nearest = search.top(vectors, top_k, exclude=[list(rows) for rows in named])
     candidates: list[tuple[tuple[int, int, int, float, int], Aligned]] = []
-    for q, (name, vector) in enumerate(zip(names, vectors)):
-        cosines = _unit_cosines(view.entity_vectors, vector)
-        named = view.names.rows(name)
-        ranked = sorted(
-            (_TIERS.index(match), -float(cosines[row]), row) for row, match in named.items()
-        )[:top_k]
-        if len(ranked) < top_k:
-            rest = cosines.copy()
-            rest[list(named)] = -np.inf
-            ranked += [
-                (_TIERS.index("cosine"), -float(cosines[row]), int(row))
-                for row in top_rows(rest, top_k - len(ranked))
-                if rest[row] > -np.inf
-            ]
+    for q, (rows, unit, by_cosine) in enumerate(zip(named, units, nearest)):
+        found = np.fromiter(rows, np.int64, len(rows))
+        tiers = np.fromiter((_TIERS.index(m) for m in rows.values()), np.int64, len(rows))
+        cosines = search.scores(unit, found)
+        ranked = [(int(tiers[i]), -float(cosines[i]), int(found[i]))
+                  for i in np.lexsort((found, -cosines, tiers))[:top_k]]
+        ranked += [(_TIERS.index("cosine"), -score, row)
+                   for row, score in by_cosine[: top_k - len(ranked)]]
         for tier, negative, row in ranked:
             by_name = 0 if tier < _TIERS.index("cosine") else 1
             key = (by_name, q if by_name == 0 else 0, tier, negative, row)
@@ -152,12 +153,14 @@ def match_events(
     view: EventGraphView, vectors: Sequence[Sequence[float]], top_k: int
 ) -> list[Matched]:
     """Global event matching: per sub-query, in order, its ``top_k`` events by cosine (best
-    first); an event matched by an earlier sub-query is not repeated."""
+    first, all sub-queries in one search); an event matched by an earlier sub-query is not
+    repeated."""
+    search = view.event_search
+    assert search is not None  # set by the view itself
     found: dict[int, Matched] = {}
-    for q, vector in enumerate(vectors):
-        cosines = _unit_cosines(view.event_vectors, vector)
-        for row in top_rows(cosines, top_k).tolist():
-            found.setdefault(row, Matched(row, float(cosines[row]), q))
+    for q, best in enumerate(search.top(vectors, top_k)):
+        for row, score in best:
+            found.setdefault(row, Matched(row, score, q))
     return list(found.values())
 
 

@@ -68,6 +68,7 @@ from llama_index_e2rag.retrievers.budget import within_budget
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.retrievers.vector import chunk_metadata, chunk_result
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, sort_by_position
+from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.state_cache import StateCache
 from llama_index_e2rag.stores.port import Stores
 
@@ -112,13 +113,16 @@ class _Chunk:
 
 def _build(stores: Stores, state: Hashable) -> EventGraphView:
     """The view of this content state: read from its persisted model (``event_graph_file``),
-    else derived from the graph and persisted for the next process."""
+    else derived from the graph and persisted for the next process; its searches exact, or
+    through the HNSW graphs saved beside it (``event_graph_file.searches``)."""
     key = event_graph_file.content_key(stores, state)
     stored = event_graph_file.read(stores, key)
     if stored is not None:
-        return _view(stores, stored)
-    view, links = _derive(stores)
-    event_graph_file.write(stores, key, event_graph_file.encode(view, links))
+        view = _view(stores, stored)
+    else:
+        view, links = _derive(stores)
+        event_graph_file.write(stores, key, event_graph_file.encode(view, links))
+    view.entity_search, view.event_search = event_graph_file.searches(stores, view)
     return view
 
 
@@ -176,8 +180,7 @@ _VIEW: StateCache[EventGraphView] = StateCache(_build)
 def save_read_model(stores: Stores) -> None:
     """Derive and persist the view of the stores' current content now (``e2rag index`` after
     writing an index with the event graph layer), so the next process's first query reads it."""
-    with stores.reading():
-        _VIEW.get(stores)
+    read_model_file.save_now(stores, _VIEW)
 
 
 def restrict_view(view: EventGraphView, scope: Optional[DocScope]) -> EventGraphView:

@@ -7,28 +7,29 @@ in each event, the entity graph's links in the order they were first made (so ti
 listed as before) and each entity's name forms. It is persisted per content state
 (``stores.read_model_file``: ``e2rag index`` writes it after indexing; otherwise the first query
 after a write does) and read back in milliseconds; vectors come from the vector store and the
-nodes themselves from the graph, by id, when a query uses them (``graph.node_rows``).
+nodes themselves from the graph, by id, when a query uses them (``graph.node_rows``). A store
+with ``ANN_MIN_ROWS`` entities or events or more also keeps an HNSW graph of each such matrix
+beside the model (``vectors.nearest_graph``), updated by a write.
 """
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Optional
+from typing import Any, Optional
 
 from llama_index_e2rag.extract.event_graph.entities import NameForms
 from llama_index_e2rag.graph.node_rows import docs_of, ids_of
 from llama_index_e2rag.ranking.event_graph import EventGraphView, Link
 from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.port import Stores
+from llama_index_e2rag.vectors.nearest import NearestRows
+from llama_index_e2rag.vectors.nearest_graph import open_nearest
 
 #: Two JSON lines: the content key and the SHA-256 of the second line, then the model.
 EVENT_GRAPH_FILE = "event_graph.jsonl"
 #: Bumped when the encoding or what the model holds changes: an older file is rebuilt.
 FORMAT = 1
-
-
-def content_key(stores: Stores, state: Hashable) -> str:
-    """What the read model was built from: the graph's version and its documents' records."""
-    return read_model_file.content_key(stores, state, FORMAT)
+MODEL = read_model_file.ReadModel(EVENT_GRAPH_FILE, FORMAT)
+content_key, write = MODEL.content_key, MODEL.write
 
 
 def encode(view: EventGraphView, links: list[Link]) -> dict[str, Any]:
@@ -58,7 +59,7 @@ def decode_forms(data: dict[str, Any]) -> list[NameForms]:
 
 def read(stores: Stores, key: str) -> Optional[dict[str, Any]]:
     """The persisted model of content ``key``, else None (missing, older, damaged)."""
-    data = read_model_file.read(stores, EVENT_GRAPH_FILE, key)
+    data = MODEL.read(stores, key)
     fields = ("entities", "entity_docs", "events", "event_docs", "participants", "links", "forms")
     if not isinstance(data, dict) or any(name not in data for name in fields):
         return None
@@ -67,6 +68,12 @@ def read(stores: Stores, key: str) -> Optional[dict[str, Any]]:
     return data if len(data["events"]) == len(data["event_docs"]) else None
 
 
-def write(stores: Stores, key: str, data: dict[str, Any]) -> None:
-    """Persist the model for the next process (atomically, or not at all)."""
-    read_model_file.write(stores, EVENT_GRAPH_FILE, key, data)
+def searches(stores: Stores, view: EventGraphView) -> tuple[NearestRows, NearestRows]:
+    """The view's entity and event searches: exact for a small matrix, else through the HNSW
+    graph saved beside the model (updated to the view's rows, built when missing)."""
+    return (
+        open_nearest(view.entity_vectors, ids_of(view.entities),
+                     read_model_file.model_path(stores, "event_graph-entities.hnsw")),
+        open_nearest(view.event_vectors, ids_of(view.events),
+                     read_model_file.model_path(stores, "event_graph-events.hnsw")),
+    )

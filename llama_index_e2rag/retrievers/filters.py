@@ -30,6 +30,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index_e2rag.context.keys import INTERNAL_METADATA_KEYS, RESULT_SOURCE_KEYS
 from llama_index_e2rag.context.story_position import document_chunks
 from llama_index_e2rag.schema import NodeKind
+from llama_index_e2rag.stores import kind_search
 from llama_index_e2rag.stores.state_cache import StateCache
 from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.vectors.base import VectorHit
@@ -204,9 +205,10 @@ def search(
     vector: Sequence[float],
     top_k: int,
 ) -> list[VectorHit]:
-    """``stores.search`` within ``scope`` (the whole index without one)."""
+    """``stores.search`` within ``scope`` (the whole index without one; through a kind's HNSW
+    graph once the kind is large, ``stores.kind_search``)."""
     if scope is None:
-        return stores.search(kind, vector, top_k)
+        return kind_search.search(stores, kind, vector, top_k)
     return scope.search(stores, kind, vector, top_k)
 
 
@@ -217,10 +219,12 @@ async def asearch(
     vector: Sequence[float],
     top_k: int,
 ) -> list[VectorHit]:
-    if scope is None:
+    if scope is None and not kind_search.large(stores, kind.value):
         return await stores.asearch(kind, vector, top_k)
     import asyncio
 
+    if scope is None:
+        return await asyncio.to_thread(kind_search.search, stores, kind, vector, top_k)
     return await asyncio.to_thread(scope.search, stores, kind, vector, top_k)
 
 

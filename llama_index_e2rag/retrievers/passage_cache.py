@@ -20,6 +20,7 @@ from llama_index_e2rag.ranking.passages import PassageTable, build_table, name_w
 from llama_index_e2rag.retrievers import passage_file
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import GraphNode, NodeKind, sort_by_position
+from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.state_cache import StateCache
 from llama_index_e2rag.stores.port import Stores
 
@@ -69,8 +70,7 @@ _CACHE: StateCache[NarrativeState] = StateCache(_build)
 def save_read_model(stores: Stores) -> None:
     """Derive and persist the read model of the stores' current content now (``e2rag index``
     after its write), so that the next process's first query only reads it."""
-    with stores.reading():
-        narrative_state(stores)
+    read_model_file.save_now(stores, _CACHE)
 
 
 def restrict_state(

@@ -11,7 +11,7 @@ the graph holds now. Vectors are not copied into it; they are read from the vect
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -25,11 +25,8 @@ READ_MODELS_DIR = read_model_file.READ_MODELS_DIR
 NARRATIVE_FILE = "narrative.jsonl"
 #: Bumped when the encoding or what the table holds changes: an older file is rebuilt.
 FORMAT = 1
-
-
-def content_key(stores: Stores, state: Hashable) -> str:
-    """What the read model was built from: the graph's version and its documents' records."""
-    return read_model_file.content_key(stores, state, FORMAT)
+MODEL = read_model_file.ReadModel(NARRATIVE_FILE, FORMAT)
+content_key, write = MODEL.content_key, MODEL.write
 
 
 def encode(table: PassageTable, chunk_metadata: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -90,10 +87,5 @@ def decode(
 
 def read(stores: Stores, key: str, ids: Sequence[str]) -> Optional[dict[str, Any]]:
     """The persisted model of content ``key`` whose passages are ``ids``, else None."""
-    data = read_model_file.read(stores, NARRATIVE_FILE, key)
+    data = MODEL.read(stores, key)
     return data if isinstance(data, dict) and data.get("ids") == list(ids) else None
-
-
-def write(stores: Stores, key: str, data: dict[str, Any]) -> None:
-    """Persist the model for the next process (atomically, or not at all)."""
-    read_model_file.write(stores, NARRATIVE_FILE, key, data)

@@ -64,6 +64,7 @@ from llama_index_e2rag.retrievers.budget import within_budget
 from llama_index_e2rag.retrievers.sentence_graph_refine import llm_refine
 from llama_index_e2rag.retrievers.vector import chunk_metadata
 from llama_index_e2rag.schema import GraphNode, NodeKind
+from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.state_cache import StateCache
 from llama_index_e2rag.stores.port import Stores
 
@@ -143,8 +144,7 @@ _VIEW: StateCache[_SentenceGraph] = StateCache(_build)
 def save_read_model(stores: Stores) -> None:
     """Derive and persist the view of the stores' current content now (``e2rag index`` after
     writing an index with the sentence graph layer), so the next process's first query reads it."""
-    with stores.reading():
-        _VIEW.get(stores)
+    read_model_file.save_now(stores, _VIEW)
 
 
 class SentenceGraphRetriever(StoresRetriever):

@@ -12,7 +12,7 @@ graph when a query returns it (``graph.node_rows``).
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Optional
+from typing import Any, Optional
 
 from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind
 from llama_index_e2rag.stores import read_model_file
@@ -23,11 +23,8 @@ SENTENCE_GRAPH_FILE = "sentence_graph.jsonl"
 #: Bumped when the encoding or what the model holds changes: an older file is derived again.
 FORMAT = 1
 _FIELDS = ("ids", "docs", "texts", "topic_of", "role", "rst", "bridges", "topics")
-
-
-def content_key(stores: Stores, state: Hashable) -> str:
-    """What the read model was built from: the graph's version and its documents' records."""
-    return read_model_file.content_key(stores, state, FORMAT)
+MODEL = read_model_file.ReadModel(SENTENCE_GRAPH_FILE, FORMAT)
+content_key, write = MODEL.content_key, MODEL.write
 
 
 def derive(stores: Stores) -> tuple[dict[str, Any], list[GraphNode]]:
@@ -70,14 +67,9 @@ def derive(stores: Stores) -> tuple[dict[str, Any], list[GraphNode]]:
 
 def read(stores: Stores, key: str) -> Optional[dict[str, Any]]:
     """The persisted model of content ``key``, else None (missing, older, damaged)."""
-    data = read_model_file.read(stores, SENTENCE_GRAPH_FILE, key)
+    data = MODEL.read(stores, key)
     if not isinstance(data, dict) or any(name not in data for name in _FIELDS):
         return None
     rows = len(data["ids"])
     same = all(len(data[name]) == rows for name in ("docs", "texts", "topic_of", "role", "rst"))
     return data if same else None
-
-
-def write(stores: Stores, key: str, data: dict[str, Any]) -> None:
-    """Persist the model for the next process (atomically, or not at all)."""
-    read_model_file.write(stores, SENTENCE_GRAPH_FILE, key, data)

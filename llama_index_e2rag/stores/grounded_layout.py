@@ -25,6 +25,7 @@ from llama_index_e2rag.stores.port import Stores
 GROUNDED_FILE = "grounded.jsonl"
 #: Bumped when the encoding or what the layout holds changes: an older file is rebuilt.
 FORMAT = 1
+MODEL = read_model_file.ReadModel(GROUNDED_FILE, FORMAT)
 
 #: Edges whose ends count as a node's neighbours: the paper's entity–action role edges and
 #: action–action order edges (plus described relations when an LLM extractor added them).
@@ -58,15 +59,15 @@ class GroundedLayout:
 def layout(stores: Stores, state: Hashable) -> GroundedLayout:
     """The layout of ``state``: read from its file when that was saved for this content, else
     derived from the graph and saved for the next process."""
-    key = read_model_file.content_key(stores, state, FORMAT)
-    stored = read_model_file.read(stores, GROUNDED_FILE, key)
+    key = MODEL.content_key(stores, state)
+    stored = MODEL.read(stores, key)
     if isinstance(stored, dict):
         try:
             return decode(stored)
         except (KeyError, TypeError, ValueError):
             pass  # a body of another shape under a matching key: derive it again
     derived = derive(stores.graph)
-    read_model_file.write(stores, GROUNDED_FILE, key, encode(derived))
+    MODEL.write(stores, key, encode(derived))
     return derived
 
 

@@ -41,7 +41,7 @@ from llama_index.core.storage.docstore.types import BaseDocumentStore
 
 from llama_index_e2rag.graph.base import DocRows, GraphStore, pages
 from llama_index_e2rag.stores import read_model_file
-from llama_index_e2rag.stores.lexical import LexicalIndex, content_key
+from llama_index_e2rag.stores.lexical import LEXICAL_FORMAT, LexicalIndex, content_key
 from llama_index_e2rag.stores.locks import StoreLocks
 from llama_index_e2rag.stores.same_text import TEXT_HASH_KEY
 from llama_index_e2rag.schema import (
@@ -53,8 +53,9 @@ from llama_index_e2rag.schema import (
 )
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord, VectorStorage
 
-#: The passages' BM25 index among the store's read models (``read_model_file``).
-LEXICAL_FILE = "bm25.jsonl"
+#: The passages' BM25 index among the store's read models, keyed by the passages themselves
+#: (``lexical.content_key``), not by the graph's state.
+LEXICAL_MODEL = read_model_file.ReadModel("bm25.jsonl", LEXICAL_FORMAT)
 
 
 def _decoded(stored: Any, ids: Sequence[str]) -> Optional[LexicalIndex]:
@@ -248,11 +249,11 @@ class Stores:
             if self._lexical is None or self._lexical.ids != ids:
                 texts = [p.text for p in passages]
                 key = content_key(ids, texts)
-                stored = read_model_file.read(self, LEXICAL_FILE, key)
+                stored = LEXICAL_MODEL.read(self, key)
                 lexical = _decoded(stored, ids)
                 if lexical is None:
                     lexical = LexicalIndex.build(ids, texts)
-                    read_model_file.write(self, LEXICAL_FILE, key, lexical.encode())
+                    LEXICAL_MODEL.write(self, key, lexical.encode())
                 self._lexical = lexical
             self._lexical_version = version
             return self._lexical

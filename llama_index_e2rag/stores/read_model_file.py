@@ -17,22 +17,31 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable, Optional, Protocol
+from typing import Any, ContextManager, Hashable, Optional, Protocol
 
 from llama_index_e2rag.disk.files import atomic_write_text
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.stores.state_cache import StateCache
 
 
 class Stores(Protocol):
-    """What a read model is kept beside: the store's folder and graph (``port.Stores``, which
-    keeps its own BM25 index as a read model too)."""
+    """What a read model is kept beside: the store's folder and graph, its content state and
+    its read lock (``port.Stores``, which keeps its own BM25 index as a read model too, so it
+    is typed here without importing the port)."""
 
     @property
     def home(self) -> Optional[Path]: ...
 
     @property
     def graph(self) -> GraphStore: ...
+
+    @property
+    def version(self) -> Hashable: ...
+
+    def reading(self) -> ContextManager[None]: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -85,3 +94,31 @@ def write(stores: Stores, name: str, key: str, data: Any) -> None:
         atomic_write_text(path, f"{head}\n{body}")
     except OSError as exc:
         logger.info("the read model was not saved in %s (%s)", path, exc)
+
+
+@dataclass(frozen=True)
+class ReadModel:
+    """One read model's file: its name in ``e2rag/readmodels/`` and its format (bumped when the
+    encoding or what the model holds changes, so an older file is built again)."""
+
+    name: str
+    model_format: int
+
+    def content_key(self, stores: Stores, state: Hashable) -> str:
+        """What the model is built from: its format, the graph's version, the documents."""
+        return content_key(stores, state, self.model_format)
+
+    def read(self, stores: Stores, key: str) -> Optional[Any]:
+        """The saved body for content ``key``, else None (missing, older, damaged)."""
+        return read(stores, self.name, key)
+
+    def write(self, stores: Stores, key: str, data: Any) -> None:
+        """Persist the model for the next process (atomically, or not at all)."""
+        write(stores, self.name, key, data)
+
+
+def save_now(stores: Stores, cache: StateCache[Any]) -> None:
+    """Build (read or derive, and persist) ``cache``'s read model of the stores' current content
+    now: ``e2rag index`` after its write, so the next process's first query only reads it."""
+    with stores.reading():
+        cache.get(stores)

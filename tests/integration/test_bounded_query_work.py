@@ -55,11 +55,21 @@ def index(minilm, offline) -> E2RAGIndex:
 
 
 # -- the references: the derivations as they were -------------------------------------------------
+def cosines_of(matrix, vector):
+    """Every row's cosine with ``vector``, each summed alone in float64 (the ranking's scores;
+    a float32 product's last bits depend on the BLAS kernel and the layout)."""
+    if not matrix.shape[1]:
+        return np.zeros(len(matrix))
+    q = np.asarray(vector, dtype=np.float64)
+    q = q / (np.sqrt((q * q).sum()) or 1.0)
+    return np.array([float((row.astype(np.float64) * q).sum()) for row in matrix])
+
+
 def align_all(view, names, vectors, top_k):
     forms = [name_forms(e) for e in view.entities]
     candidates = []
     for q, (name, vector) in enumerate(zip(names, vectors)):
-        cosines = eg._unit_cosines(view.entity_vectors, vector)
+        cosines = cosines_of(view.entity_vectors, vector)
         ranked = sorted(
             (eg._TIERS.index(forms[row].match(name) or "cosine"), -float(cosines[row]), row)
             for row in range(len(view.entities))
@@ -77,7 +87,7 @@ def align_all(view, names, vectors, top_k):
 def match_all(view, vectors, top_k):
     found = {}
     for q, vector in enumerate(vectors):
-        cosines = eg._unit_cosines(view.event_vectors, vector)
+        cosines = cosines_of(view.event_vectors, vector)
         for row in sorted(range(len(view.events)), key=lambda r: (-float(cosines[r]), r))[:top_k]:
             found.setdefault(row, eg.Matched(row, float(cosines[row]), q))
     return list(found.values())

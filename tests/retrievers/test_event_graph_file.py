@@ -20,8 +20,9 @@ from llama_index_e2rag.graph.node_rows import NodeRows, ids_of
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.retrievers import event_graph, event_graph_file
+from llama_index_e2rag.vectors import nearest, nearest_graph
 
-from persisted_demo import HARMS, assert_derived_again, forbid, model_file, ranking
+from persisted_demo import forbid, model_file, ranking
 
 
 @pytest.fixture(scope="module")
@@ -78,20 +79,6 @@ def test_a_load_reads_the_saved_model_and_ranks_as_the_graph_does(
     assert 0 < read < len(from_file.entities) + len(from_file.events)  # only what was used
 
 
-@pytest.mark.parametrize("harm", HARMS)
-def test_a_damaged_missing_or_other_model_is_derived_and_written_again(
-    store: Path, minilm, monkeypatch: pytest.MonkeyPatch, harm: str
-) -> None:
-    def other() -> None:
-        event_graph_file.write(load_index(store, embed_model=minilm).stores, "none", {})
-
-    assert_derived_again(
-        _file(store), harm, "links", other,
-        lambda: _ranking(load_index(store, embed_model=minilm)),
-        lambda: _no_derivation(monkeypatch),
-    )
-
-
 def test_a_write_makes_the_saved_model_stale(
     store: Path, minilm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,3 +98,19 @@ def test_a_write_makes_the_saved_model_stale(
     assert ranking(loaded, mode="event_graph", filters=peter) == ranking(
         derived, mode="event_graph", filters=peter)
     assert not isinstance(event_graph._VIEW.get(derived.stores).entities, NodeRows)
+
+
+def test_past_the_threshold_the_view_searches_through_its_saved_graphs(
+    store: Path, minilm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Path(shutil.copytree(store, tmp_path / "store"))
+    expected = _ranking(load_index(store, embed_model=minilm))
+    monkeypatch.setattr(nearest, "ANN_MIN_ROWS", 10)
+    loaded = load_index(store, embed_model=minilm)
+    assert _ranking(loaded) == expected  # a story this small: the graphs find every row
+    view = event_graph._VIEW.get(loaded.stores)
+    assert view.entity_search.approximate and view.event_search.approximate
+    for name in ("event_graph-entities.hnsw", "event_graph-events.hnsw"):
+        assert model_file(store, name).is_file()
+    monkeypatch.setattr(nearest_graph, "build_graph", lambda matrix: pytest.fail("built again"))
+    assert _ranking(load_index(store, embed_model=minilm)) == expected  # read back

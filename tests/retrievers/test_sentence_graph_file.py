@@ -21,7 +21,7 @@ from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.retrievers import sentence_graph, sentence_graph_file
 
-from persisted_demo import HARMS, assert_derived_again, forbid, model_file, ranking
+from persisted_demo import forbid, model_file, ranking
 
 
 @pytest.fixture(scope="module")
@@ -70,20 +70,6 @@ def test_the_first_query_saves_the_model_and_the_next_load_reads_it(
     assert np.array_equal(a.vectors, b.vectors)
     assert _ranking(loaded) == expected
     assert 0 < len(from_file.nodes._nodes) < len(from_file.nodes)  # only what was returned
-
-
-@pytest.mark.parametrize("harm", HARMS)
-def test_a_damaged_missing_or_other_model_is_derived_and_written_again(
-    store: Path, minilm, monkeypatch: pytest.MonkeyPatch, harm: str
-) -> None:
-    def other() -> None:
-        sentence_graph_file.write(load_index(store, embed_model=minilm).stores, "none", {})
-
-    assert_derived_again(
-        _file(store), harm, "rst", other,
-        lambda: _ranking(load_index(store, embed_model=minilm)),
-        lambda: _no_derivation(monkeypatch),
-    )
 
 
 def test_a_write_makes_the_saved_model_stale(store: Path, minilm, tmp_path: Path) -> None:

@@ -1,0 +1,171 @@
+"""A matrix's HNSW graph saved beside the read model it serves, updated by a write.
+
+FAISS's HNSW graph cannot delete a node, and building one costs ~80 s CPU at 144k rows, 846 s
+at 1.4M: rebuilding it on every write would make indexing one document into a large story cost
+minutes. So the saved graph names its nodes by row id and is brought to the current rows:
+
+- a row whose id is not in the graph (or whose vector changed) is added as a new node;
+- a node whose row is gone (or changed) stays in the graph, dead: searches walk through it but
+  never return it (``NearestRows.nodes`` maps it to -1);
+- past ``MAX_DEAD_SHARE`` dead nodes the graph is built again from the current rows alone.
+
+A write thus costs about its own size (plus rewriting the file). A node's row is matched by its
+id and a fingerprint of its vector (two fixed projections), so the same id with another vector
+(a document re-embedded by another model) is a new node. The file is saved first, then a JSON
+head naming its size and CRC-32, each replaced atomically; a head that does not match its file
+(a crash between the two renames, a damaged or truncated file) means a rebuild, never a use.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import logging
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from llama_index_e2rag.disk.checksums import file_sum
+from llama_index_e2rag.disk.files import atomic_replace, atomic_write_text
+from llama_index_e2rag.vectors import nearest
+from llama_index_e2rag.vectors.nearest import NearestRows, one_thread
+
+logger = logging.getLogger(__name__)
+
+#: Bumped when the file's parameters or its head change: an older file is rebuilt.
+FORMAT = 2
+#: Share of dead nodes past which a graph is built again rather than updated (the over-walk
+#: of dead nodes costs a search little below it; the embedded vectors compact at the same share).
+MAX_DEAD_SHARE = 0.2
+#: A row's fingerprint: its products with these fixed directions, equal within ``_PRINT_TOL``.
+_PRINT_DIRECTIONS, _PRINT_TOL = 2, 1e-4
+
+
+def build_graph(matrix: np.ndarray) -> Any:
+    """An HNSW graph of the rows (FAISS ids: row numbers), built on one thread."""
+    import faiss  # deferred: only stores past ANN_MIN_ROWS rows need it
+
+    graph = faiss.IndexHNSWSQ(int(matrix.shape[1]), faiss.ScalarQuantizer.QT_fp16,
+                              nearest.CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
+    graph.hnsw.efConstruction = nearest.EXPANSION_ADD
+    rows = np.ascontiguousarray(matrix, dtype=np.float32)
+    with one_thread():
+        graph.train(rows[: min(len(rows), 10_000)])
+        graph.add(rows)
+    graph.hnsw.efSearch = nearest.EXPANSION_SEARCH
+    return graph
+
+
+def fingerprints(matrix: np.ndarray) -> np.ndarray:
+    """Each row's products with fixed pseudo-random directions (one pass over the matrix)."""
+    directions = np.random.default_rng(0).standard_normal((matrix.shape[1], _PRINT_DIRECTIONS))
+    return np.asarray(matrix @ directions.astype(np.float32), dtype=np.float32)
+
+
+class _Saved:
+    """A graph read back: its FAISS index, each node's row id (None: dead) and fingerprint."""
+
+    def __init__(self, graph: Any, ids: list[Optional[str]], prints: np.ndarray) -> None:
+        self.graph, self.ids, self.prints = graph, ids, prints
+
+
+def _head_path(path: Path) -> Path:
+    return path.with_name(path.name + ".json")
+
+
+def _load(path: Path, dim: int) -> Optional[_Saved]:
+    """The saved graph of ``path`` when its head names this format, ``dim`` and this file."""
+    import faiss  # deferred: as above
+
+    try:
+        head = json.loads(_head_path(path).read_text(encoding="utf-8"))
+        if not isinstance(head, dict) or (head.get("format"), head.get("dim")) != (FORMAT, dim):
+            return None
+        if file_sum(path) != head["sum"]:
+            logger.warning("%s does not match its head; the search graph is rebuilt", path)
+            return None
+        ids = head["ids"]
+        prints = np.frombuffer(base64.b64decode(head["prints"]), "<f4").reshape(len(ids), -1)
+        graph = faiss.read_index(str(path))
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:
+        logger.warning("%s is unreadable (%s); the search graph is rebuilt", path, exc)
+        return None
+    if graph.ntotal != len(ids) or graph.d != dim or prints.shape[1] != _PRINT_DIRECTIONS:
+        return None
+    graph.hnsw.efSearch = nearest.EXPANSION_SEARCH  # read_index gives the HNSW class itself
+    return _Saved(graph, ids, prints)
+
+
+def _save(path: Path, saved: _Saved) -> None:
+    """The graph file, then its head (a crash between them leaves a head that names another
+    file: rebuilt). A folder that cannot be written only costs the next process the build."""
+    try:
+        import faiss  # deferred: as above
+
+        atomic_replace(path, lambda tmp: faiss.write_index(saved.graph, str(tmp)))
+        head = {"format": FORMAT, "dim": int(saved.graph.d), "sum": file_sum(path),
+                "ids": saved.ids,
+                "prints": base64.b64encode(saved.prints.astype("<f4").tobytes()).decode()}
+        atomic_write_text(_head_path(path), json.dumps(head))
+    except OSError as exc:
+        logger.info("the search graph was not saved in %s (%s)", path, exc)
+
+
+def _fresh(matrix: np.ndarray, ids: Sequence[str], prints: np.ndarray) -> _Saved:
+    return _Saved(build_graph(matrix), list(ids), prints)
+
+
+def _updated(
+    saved: _Saved, matrix: np.ndarray, ids: Sequence[str], prints: np.ndarray
+) -> tuple[Optional[_Saved], np.ndarray]:
+    """``saved`` brought to the current rows, with each node's row (-1: dead); None (and no
+    rows) when it would hold more than ``MAX_DEAD_SHARE`` dead nodes. The graph is unchanged,
+    and not copied, when the rows are those it holds."""
+    if saved.ids == ids:  # the rows the graph was saved for, in the same order
+        nodes = np.arange(len(ids))
+    else:
+        row_of = {node_id: row for row, node_id in enumerate(ids)}
+        nodes = np.asarray([row_of.get(i, -1) for i in saved.ids], dtype=np.int64)
+    live = nodes >= 0
+    changed = np.abs(saved.prints[live] - prints[nodes[live]]).max(axis=1, initial=0.0)
+    nodes[np.flatnonzero(live)[changed > _PRINT_TOL]] = -1
+    covered = np.zeros(len(ids), bool)
+    covered[nodes[nodes >= 0]] = True
+    added = np.flatnonzero(~covered)
+    total = len(nodes) + len(added)
+    if np.count_nonzero(nodes < 0) > MAX_DEAD_SHARE * total:
+        return None, nodes
+    if len(added):
+        with one_thread():
+            saved.graph.add(np.ascontiguousarray(matrix[added], dtype=np.float32))
+        nodes = np.concatenate([nodes, added])
+        saved.prints = np.concatenate([saved.prints, prints[added]])
+    saved.ids = [ids[r] if r >= 0 else None for r in nodes.tolist()]
+    return saved, nodes
+
+
+def open_nearest(
+    matrix: np.ndarray, ids: Sequence[str], path: Optional[Path]
+) -> NearestRows:
+    """``NearestRows`` of ``matrix`` (row ``r`` has id ``ids[r]``): exact below ``ANN_MIN_ROWS``
+    rows; else through the graph saved at ``path``, updated to these rows (and saved again)
+    when they changed, built when it is missing, damaged or too dead."""
+    if matrix.shape[0] < nearest.ANN_MIN_ROWS or not matrix.shape[1]:
+        return NearestRows(matrix)
+    if importlib.util.find_spec("faiss") is None:  # a dependency; a platform without it
+        logger.warning("faiss is not installed: %d rows are searched exactly", len(matrix))
+        return NearestRows(matrix)
+    prints = fingerprints(matrix)
+    saved = _load(path, int(matrix.shape[1])) if path is not None and path.is_file() else None
+    if saved is not None:
+        before = saved.ids
+        saved, nodes = _updated(saved, matrix, ids, prints)
+        if saved is not None and saved.ids == before:
+            return NearestRows(matrix, saved.graph, nodes)
+    if saved is None:
+        saved, nodes = _fresh(matrix, ids, prints), np.arange(len(matrix))
+    if path is not None:
+        _save(path, saved)
+    return NearestRows(matrix, saved.graph, nodes)
