@@ -52,8 +52,8 @@ from llama_index_e2rag.schema import GraphEdge, GraphNode
 #: ``{"chunk_id": ..., "reason": ...}``: a part of a document a builder could not process.
 BuildFailure = dict[str, str]
 BuildResult = Union[
-    tuple[list[GraphNode], list[GraphEdge]],
-    tuple[list[GraphNode], list[GraphEdge], list[BuildFailure]],
+    tuple[Iterable[GraphNode], Iterable[GraphEdge]],
+    tuple[Iterable[GraphNode], Iterable[GraphEdge], Iterable[BuildFailure]],
 ]
 
 #: Builders an index can rebuild from its stored config: ``config_name -> "module:Class"``.
@@ -72,7 +72,10 @@ class DocumentBuilder(Protocol):
     ``pos`` it creates), the document's chunk TextNodes in story order (their ids are the ``chunk``
     graph node ids) and a graph holding this document's chunk and extracted nodes. It returns new
     nodes and edges (and optionally failures, see the module doc); edges may point at any node of
-    that graph or at the returned nodes. Builders must not write to the graph themselves: the
+    that graph or at the returned nodes. Nodes and edges may be any iterables, generators
+    included: the index reads them a page at a time after ``abuild`` returns, so a builder of a
+    long document need not hold all it makes at once (it must then not read ``graph`` while
+    yielding). Builders must not write to the graph themselves: the
     index commits everything of a document at once, so a failing build leaves nothing
     half-written. A builder that calls an LLM may also define ``use_llm_runner(runner)``: the
     index then hands it its own runner (cache, retries, accounting); one that compares texts
@@ -126,10 +129,11 @@ class OptionalLLM:
 
 def split_result(
     result: BuildResult,
-) -> tuple[list[GraphNode], list[GraphEdge], list[BuildFailure]]:
-    """``(nodes, edges, failures)`` from either form of ``abuild``'s return value."""
+) -> tuple[Iterable[GraphNode], Iterable[GraphEdge], list[BuildFailure]]:
+    """``(nodes, edges, failures)`` from either form of ``abuild``'s return value (nodes and
+    edges as returned: they may be read only once)."""
     nodes, edges, *rest = result
-    return list(nodes), list(edges), list(rest[0]) if rest else []
+    return nodes, edges, list(rest[0]) if rest else []
 
 
 def builder_configs(builders: Iterable[Any]) -> dict[str, dict[str, Any]]:

@@ -170,9 +170,9 @@ class NetworkXGraphStore:
         return pages(self.nodes(kind, doc_id), page)
 
     def scan_edges(
-        self, doc_id: Optional[str] = None, page: int = PAGE
+        self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None, page: int = PAGE
     ) -> Iterator[list[GraphEdge]]:
-        return pages(self.edges(doc_id=doc_id), page)
+        return pages(self.edges(kind, doc_id), page)
 
     def edges(
         self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None

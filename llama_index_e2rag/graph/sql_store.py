@@ -369,11 +369,11 @@ class SQLGraphStore:
         return ([row_node(r) for r in batch] for batch in rows)
 
     def scan_edges(
-        self, doc_id: Optional[str] = None, page: int = PAGE
+        self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None, page: int = PAGE
     ) -> Iterator[list[GraphEdge]]:
         """``edges`` a page at a time (keyset pages in key order)."""
         rows = self._keyset_pages(
-            f"SELECT {EDGE_COLUMNS} FROM e2rag_edges", filters(doc_id=doc_id),
+            f"SELECT {EDGE_COLUMNS} FROM e2rag_edges", filters(kind=kind, doc_id=doc_id),
             ("source", "target", "kind", "role"), page, lambda row: tuple(row[:4]),
         )
         return ([row_edge(r) for r in batch] for batch in rows)

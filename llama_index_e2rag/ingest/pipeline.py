@@ -43,7 +43,7 @@ from llama_index_e2rag.extract.passages import (
     build_passages,
     document_text,
 )
-from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.graph.base import GraphStore, pages
 from llama_index_e2rag.stores.same_text import text_hash
 from llama_index_e2rag.schema import (  # (EMBEDDED_KINDS, embeddable: imported from here too)
     EMBEDDED_KINDS,
@@ -210,8 +210,10 @@ async def run_builders(
         new_nodes, new_edges, problems = split_result(
             await builder.abuild(document, order, chunks, graph)
         )
-        graph.upsert_nodes(new_nodes)
-        graph.upsert_edges(new_edges)
+        for node_page in pages(new_nodes):
+            graph.upsert_nodes(node_page)
+        for edge_page in pages(new_edges):
+            graph.upsert_edges(edge_page)
         failures.extend(
             {"doc_id": doc_id, "chunk_id": p.get("chunk_id", ""), "reason": p["reason"]}
             for p in problems

@@ -73,14 +73,16 @@ def test_scans_page_through_what_the_plain_reads_give(make_store: MakeStore, see
             pages = list(store.scan_nodes(kind, doc, page=page))
             assert all(0 < len(p) <= page for p in pages)
             assert [n.id for p in pages for n in p] == [n.id for n in store.nodes(kind, doc)]
-    for doc in (None, "a"):
-        pages = list(store.scan_edges(doc, page=page))
-        assert all(0 < len(p) <= page for p in pages)
-        scanned = [(e.source, e.target, e.kind, e.role) for p in pages for e in p]
-        assert sorted(scanned, key=str) == sorted(
-            ((e.source, e.target, e.kind, e.role) for e in store.edges(doc_id=doc)), key=str
-        )
-        assert len(set(scanned)) == len(scanned)
+    for edge_kind in (None, EdgeKind.CO_MENTION):
+        for doc in (None, "a"):
+            pages = list(store.scan_edges(edge_kind, doc, page=page))
+            assert all(0 < len(p) <= page for p in pages)
+            scanned = [(e.source, e.target, e.kind, e.role) for p in pages for e in p]
+            assert sorted(scanned, key=str) == sorted(
+                ((e.source, e.target, e.kind, e.role) for e in store.edges(edge_kind, doc)),
+                key=str,
+            )
+            assert len(set(scanned)) == len(scanned)
 
 
 @pytest.mark.parametrize("seed", range(4))

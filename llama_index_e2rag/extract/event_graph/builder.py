@@ -163,23 +163,28 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
         vectors = np.asarray(
             await self.embed_model.aget_text_embedding_batch(texts), dtype=np.float32
         )
-        events = graph.nodes(NodeKind.EVENT, doc_id)
         entities, edges = entity_layer(
             doc_id,
             groups,
-            events,
-            graph.edges(EdgeKind.PARTICIPATES, doc_id) + graph.edges(EdgeKind.CO_MENTION, doc_id),
+            (event for page in graph.scan_nodes(NodeKind.EVENT, doc_id) for event in page),
+            (
+                edge
+                for kind in (EdgeKind.PARTICIPATES, EdgeKind.CO_MENTION)
+                for page in graph.scan_edges(kind, doc_id)
+                for edge in page
+            ),
             vectors,
             self.theta_merge,
             self.require_name_overlap,
         )
         if runner is None or not entities:
             return entities, edges, []
+        layer = list(edges)
         chunk_ids = {c.node_id for c in chunks}
         ego = EgoInput(
             doc_id=doc_id,
             entities=entities,
-            chunk_weights=_chunk_weights(graph, edges),
+            chunk_weights=_chunk_weights(graph, layer),
             chunks={c.id: c for c in graph.nodes(NodeKind.CHUNK, doc_id) if c.id in chunk_ids},
         )
         found = await extract_events(
@@ -192,7 +197,7 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
             max_description_words=self.max_description_words,
             max_listed_events=self.max_listed_events,
         )
-        return entities + found.nodes, edges + found.edges, found.failures
+        return entities + found.nodes, layer + found.edges, found.failures
 
     async def alink(
         self, staged: Sequence[tuple[str, GraphStore]], committed: GraphStore

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -318,12 +318,12 @@ def _entity_node(doc_id: str, members: Sequence[Group]) -> GraphNode:
 def entity_layer(
     doc_id: str,
     groups: Sequence[Group],
-    events: Sequence[GraphNode],
+    events: Iterable[GraphNode],
     edges: Iterable[GraphEdge],
     vectors: np.ndarray,
     theta_merge: float,
     require_name_overlap: bool = True,
-) -> tuple[list[GraphNode], list[GraphEdge]]:
+) -> tuple[list[GraphNode], Iterator[GraphEdge]]:
     """One document's entity nodes (story order) and their edges, all owned by ``doc_id``.
 
     Mentions that name a person become the document's ``characters`` (by name rules); the other
@@ -333,6 +333,10 @@ def entity_layer(
     per entity and event, and its ``co_mention`` edges between mentions of two entities to one
     ``co_mention`` edge (earlier -> later entity) weighted by their number. Every mention also
     gets an ``instance_of`` edge to its entity.
+
+    ``events`` and ``edges`` are read once, as they come (pages of a store), and only what the
+    entities keep of them is held; the edges are returned as they are made, so a caller writing
+    them a page at a time never holds a million-word document's edges at once.
     """
     people, rest = characters([m for group in groups for m in group.mentions])
     not_people = {m.id for m in rest}
@@ -340,80 +344,68 @@ def entity_layer(
     others = [groups[k] for k in kept]
     fused = fuse(others, np.asarray(vectors)[kept], theta_merge, require_name_overlap)
     built = [
-        (_entity_node(doc_id, [others[i] for i in s]), [m for i in s for m in others[i].mentions])
+        (
+            _entity_node(doc_id, [others[i] for i in s]),
+            [m.id for i in s for m in others[i].mentions],
+        )
         for s in fused
     ]
-    built += [(character_node(doc_id, person), person.mentions) for person in people]
+    built += [(character_node(doc_id, p), [m.id for m in p.mentions]) for p in people]
     built.sort(key=lambda pair: (pair[0].pos, pair[0].id))
     nodes = [entity for entity, _ in built]
-    entity_of = {m.id: entity for entity, mentions in built for m in mentions}
+    row_of = {mention_id: k for k, (_, ids) in enumerate(built) for mention_id in ids}
+    event_order = {
+        event_id: k for k, (_, event_id) in enumerate(sorted((e.pos, e.id) for e in events))
+    }
+    weights: dict[tuple[int, int], int] = defaultdict(int)
+    lifted: dict[int, set[str]] = defaultdict(set)
+    for edge in edges:
+        if edge.kind == EdgeKind.PARTICIPATES:
+            row = row_of.get(edge.source)
+            if row is not None and edge.target in event_order:
+                lifted[row].add(edge.target)
+        elif edge.kind == EdgeKind.CO_MENTION and "event_graph" not in edge.attrs:
+            a, b = row_of.get(edge.source), row_of.get(edge.target)
+            if a is not None and b is not None and a != b:
+                weights[(min(a, b), max(a, b))] += 1
+    return nodes, _entity_edges(doc_id, nodes, row_of, weights, lifted, event_order)
 
-    out = [
-        GraphEdge(source=mention_id, target=entity.id, kind=EdgeKind.INSTANCE_OF, doc_id=doc_id)
-        for mention_id, entity in entity_of.items()
-    ]
-    edges = list(edges)
-    out += _entity_links(doc_id, nodes, entity_of, edges)
-    out += _lifted(doc_id, nodes, entity_of, events, edges)
-    return nodes, out
 
-
-def _entity_links(
+def _entity_edges(
     doc_id: str,
     entities: Sequence[GraphNode],
-    entity_of: dict[str, GraphNode],
-    edges: Iterable[GraphEdge],
-) -> list[GraphEdge]:
-    """``co_mention`` entity -> later entity, weight = the mention-level ``co_mention`` edges
-    between them. Lifting the extraction's own co-occurrence keeps its scope (a sentence for
-    the grounded parse, a chunk for the LLM); pairing every entity of a chunk made 47,000 links
-    from 658 entities of an 8,000-word book, most between words of unrelated sentences."""
-    row = {entity.id: k for k, entity in enumerate(entities)}
-    weights: dict[tuple[int, int], int] = defaultdict(int)
-    for edge in edges:
-        if edge.kind != EdgeKind.CO_MENTION or "event_graph" in edge.attrs:
-            continue
-        a, b = entity_of.get(edge.source), entity_of.get(edge.target)
-        if a is not None and b is not None and a.id != b.id:
-            i, j = row[a.id], row[b.id]
-            weights[(min(i, j), max(i, j))] += 1
-    return [
-        GraphEdge(
+    row_of: dict[str, int],
+    weights: dict[tuple[int, int], int],
+    lifted: dict[int, set[str]],
+    event_order: dict[str, int],
+) -> Iterator[GraphEdge]:
+    """``instance_of`` mention -> entity; ``co_mention`` entity -> later entity, weight = the
+    mention-level ``co_mention`` edges between them (lifting the extraction's own co-occurrence
+    keeps its scope — a sentence for the grounded parse, a chunk for the LLM; pairing every
+    entity of a chunk made 47,000 links from 658 entities of an 8,000-word book, most between
+    words of unrelated sentences); ``participates`` entity -> each event a member mention takes
+    part in, in story order."""
+    for mention_id, row in row_of.items():
+        yield GraphEdge(
+            source=mention_id, target=entities[row].id, kind=EdgeKind.INSTANCE_OF, doc_id=doc_id
+        )
+    for (i, j), weight in sorted(weights.items()):
+        yield GraphEdge(
             source=entities[i].id,
             target=entities[j].id,
             kind=EdgeKind.CO_MENTION,
             doc_id=doc_id,
             attrs={"event_graph": "entity_link", "weight": weight},
         )
-        for (i, j), weight in sorted(weights.items())
-    ]
-
-
-def _lifted(
-    doc_id: str,
-    entities: Sequence[GraphNode],
-    entity_of: dict[str, GraphNode],
-    events: Sequence[GraphNode],
-    edges: Iterable[GraphEdge],
-) -> list[GraphEdge]:
-    """``participates`` entity -> event for each event a member mention takes part in."""
-    event_order = {e.id: k for k, e in enumerate(sort_by_position(events))}
-    lifted: dict[str, set[str]] = defaultdict(set)
-    for edge in edges:
-        if edge.kind == EdgeKind.PARTICIPATES and edge.source in entity_of:
-            if edge.target in event_order:
-                lifted[entity_of[edge.source].id].add(edge.target)
-    return [
-        GraphEdge(
-            source=entity.id,
-            target=event_id,
-            kind=EdgeKind.PARTICIPATES,
-            doc_id=doc_id,
-            attrs={"event_graph": "lifted"},
-        )
-        for entity in entities
-        for event_id in sorted(lifted[entity.id], key=event_order.__getitem__)
-    ]
+    for row, entity in enumerate(entities):
+        for event_id in sorted(lifted.get(row, ()), key=event_order.__getitem__):
+            yield GraphEdge(
+                source=entity.id,
+                target=event_id,
+                kind=EdgeKind.PARTICIPATES,
+                doc_id=doc_id,
+                attrs={"event_graph": "lifted"},
+            )
 
 
 def same_entity_links(

@@ -301,7 +301,10 @@ def build(mentions, events, edges, theta: float = THETA):
     # Miss Granger ~ Hermione Granger at 0.6; everyone else far apart
     names = [g.name for g in groups]
     pairs = {f"p{names.index('Miss Granger')}_{names.index('Hermione Granger')}": 0.6}
-    return entity_layer("d", groups, events, edges, vectors(len(groups), 0.1, **pairs), theta)
+    nodes, out = entity_layer(
+        "d", groups, events, edges, vectors(len(groups), 0.1, **pairs), theta
+    )
+    return nodes, list(out)
 
 
 def by_name(nodes: Sequence[GraphNode]) -> dict[str, GraphNode]:
@@ -419,6 +422,16 @@ def test_lifted_participation_is_one_edge_per_entity_and_event():
         ]
     )
     assert all(e.attrs == {"event_graph": "lifted"} for e in out if e.kind == EdgeKind.PARTICIPATES)
+
+
+def test_events_and_edges_are_read_once_as_they_come():
+    """A builder hands the layer pages of its store as one-shot iterators."""
+    mentions, events, edges = granger_story()
+    m = mentions
+    edges += [co_mention(m[0], m[1]), co_mention(m[1], m[6])]
+    from_lists = build(mentions, events, edges)
+    from_iterators = build(mentions, iter(events[::-1]), iter(edges))
+    assert from_iterators == from_lists
 
 
 def test_the_entity_layer_is_owned_by_its_document_and_in_story_order():
