@@ -83,6 +83,10 @@ def _load_runtime(model_path: str, tokenizer_path: str, threads: int) -> _Runtim
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # A memory pattern is planned and kept per input shape; runs of length-sorted batches
+        # have hundreds of shapes, and embedding 6,000 passages held 1,074 MB with the patterns
+        # against 690 MB without, for the same CPU time.
+        options.enable_mem_pattern = False
         # Spinning workers would steal the cores the parser needs between runs.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(
