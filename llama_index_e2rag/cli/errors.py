@@ -94,8 +94,9 @@ def quiet_workers_on_ctrl_c() -> Callable[[], None]:
 
     A terminal's Ctrl-C reaches every process of the group, and a worker forked by
     ``multiprocessing`` (a library's pool; our parse pool ignores Ctrl-C itself) inherits
-    Python's handler: each prints its own ``KeyboardInterrupt`` traceback. With this handler a forked worker leaves with exit code
-    130 and no output (``SystemExit``, which ``multiprocessing`` ends quietly) while e2rag itself
+    Python's handler: each prints its own ``KeyboardInterrupt`` traceback. With this handler a
+    forked worker leaves with exit code 130 and no output (``SystemExit``, which
+    ``multiprocessing`` ends quietly) while e2rag itself
     still gets ``KeyboardInterrupt``. Left alone when Ctrl-C is ignored (a background job) or
     handled by the embedding program, or when not called from the main thread.
 
@@ -107,6 +108,7 @@ def quiet_workers_on_ctrl_c() -> Callable[[], None]:
     """
     import signal
     import threading
+    import warnings
 
     main_pid = os.getpid()
     in_hook = threading.Event()
@@ -123,6 +125,11 @@ def quiet_workers_on_ctrl_c() -> Callable[[], None]:
         if in_hook.is_set():  # raising here would be swallowed once more
             deliver_later()
             return
+        # Raised between making a coroutine and awaiting it, the interrupt leaves one that
+        # Python reports, when collected, as "never awaited": noise after the one-line message.
+        warnings.filterwarnings(
+            "ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning
+        )
         raise KeyboardInterrupt
 
     try:
