@@ -245,6 +245,19 @@ def test_ctrl_c_while_adding_layers_leaves_the_store_as_it_was(tmp_path: Path) -
     assert _tree(store) == was
 
 
+def _run_script(cwd: Path, source: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` in a fresh interpreter that gets Ctrl-C as a terminal's process would."""
+    return subprocess.run(
+        [sys.executable, "-c", source, *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO_DIR)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
+    )
+
+
 SWALLOWED = """
 import os, signal, sys, time
 from llama_index_e2rag.cli import errors as cli_errors
@@ -274,15 +287,7 @@ sys.exit(0)
 def test_a_ctrl_c_landing_in_a_finaliser_still_stops_the_command(tmp_path: Path) -> None:
     # The handler's KeyboardInterrupt, raised inside a __del__ or weakref callback (where the
     # garbage collector happened to run), is "ignored" by Python: it must reach the command.
-    proc = subprocess.run(
-        [sys.executable, "-c", SWALLOWED],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_DIR)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=_ctrl_c_as_in_a_terminal,
-    )
+    proc = _run_script(tmp_path, SWALLOWED)
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr == "interrupted\n"
 
@@ -318,15 +323,7 @@ except KeyboardInterrupt:
 def test_a_coroutine_a_ctrl_c_left_unawaited_is_not_reported(tmp_path: Path, handler: str) -> None:
     # Python warns "coroutine ... was never awaited" when it is collected: after e2rag's one
     # line, that is noise; with Python's own handler it shows (the script can show it).
-    proc = subprocess.run(
-        [sys.executable, "-c", UNAWAITED, handler],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_DIR)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=_ctrl_c_as_in_a_terminal,
-    )
+    proc = _run_script(tmp_path, UNAWAITED, handler)
     assert proc.returncode == 130, proc.stderr
     if handler == "quiet":
         assert proc.stderr == "interrupted\n"
