@@ -19,6 +19,7 @@ from typing import Iterable, Iterator, Optional, Sequence
 import numpy as np
 
 from llama_index_e2rag.extract.characters import character_node, characters, entity_node
+from llama_index_e2rag.extract.event_graph.conflicts import SetConflicts
 from llama_index_e2rag.extract.event_graph.entities import exact_keys
 from llama_index_e2rag.extract.gender import FEMALE_TITLES, MALE_TITLES
 from llama_index_e2rag.extract.linking import name_parts
@@ -255,24 +256,17 @@ def fuse(
     compatible names (any pair not in conflict when ``require_name_overlap`` is False) with cosine
     above θ; they are joined most similar first (ties by index), and a join is skipped when any
     two groups across the two sets are in conflict, so "Mr. Dursley" cannot chain Vernon and
-    Petunia together.
+    Petunia together (checked on each set's pooled features, ``conflicts.SetConflicts``, not pair
+    by pair).
     """
     if len(vectors) != len(groups):
         raise ValueError(f"{len(vectors)} vectors for {len(groups)} groups")
     if not groups:
         return []
     ambiguous = ambiguous_tokens(groups)
-    conflicts: dict[tuple[int, int], bool] = {}
-
-    def clash(i: int, j: int) -> bool:
-        key = (min(i, j), max(i, j))
-        if key not in conflicts:
-            conflicts[key] = in_conflict(groups[i], groups[j], ambiguous)
-        return conflicts[key]
-
     root = list(range(len(groups)))
     members = {i: [i] for i in range(len(groups))}
-    refused: set[tuple[int, int, int, int]] = set()
+    pooled = {i: SetConflicts.of(group, ambiguous) for i, group in enumerate(groups)}
 
     def find(i: int) -> int:
         while root[i] != i:
@@ -282,19 +276,17 @@ def fuse(
 
     for i, j in _candidates(groups, vectors, theta_merge, require_name_overlap, ambiguous):
         ri, rj = find(i), find(j)
-        if ri == rj:
-            continue
-        # sets only grow, so a root and its size name one set: a join refused once stays refused
-        attempt = (ri, len(members[ri]), rj, len(members[rj]))
-        if attempt in refused:
-            continue
-        if any(clash(x, y) for x in members[ri] for y in members[rj]):
-            refused.add(attempt)
+        if ri == rj or pooled[ri].clashes(pooled[rj]):
             continue
         keep, gone = min(ri, rj), max(ri, rj)
         root[gone] = keep
-        members[keep] = sorted(members[keep] + members.pop(gone))
-    return sorted(members.values())
+        pooled[keep].absorb(pooled.pop(gone))
+        joined, added = members[keep], members.pop(gone)
+        if len(joined) < len(added):  # extend the longer list: joins stay linear overall
+            joined, added = added, joined
+        joined.extend(added)
+        members[keep] = joined
+    return sorted(sorted(m) for m in members.values())
 
 
 def _entity_node(doc_id: str, members: Sequence[Group]) -> GraphNode:

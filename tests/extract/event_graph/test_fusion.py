@@ -7,6 +7,7 @@ tested without an embedding model.
 
 from __future__ import annotations
 
+import random
 from typing import Optional, Sequence
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 
 from llama_index_e2rag.extract.event_graph.fusion import (
     Group,
+    _candidates,
     ambiguous_tokens,
     compatible,
     entity_layer,
@@ -23,6 +25,8 @@ from llama_index_e2rag.extract.event_graph.fusion import (
     same_entity_links,
 )
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, make_id
+
+from .test_conflicts import random_groups
 
 THETA = 0.5
 
@@ -519,3 +523,39 @@ def test_a_person_named_by_a_noun_phrase_fuses_only_with_others_named_so():
     for nominal in ("fine portrait-painter", "portrait-painter"):
         assert not any({nominal, "portrait"} <= s for s in names_of(groups, sets))
     assert together(groups, sets, "portrait", "family portraits")
+
+
+def pairwise_fuse(groups, vectors_, theta, require_name_overlap):
+    """``fuse`` as first written: every cross pair of two sets checked before a join."""
+    ambiguous = ambiguous_tokens(groups)
+    root = list(range(len(groups)))
+    members = {i: [i] for i in range(len(groups))}
+
+    def find(i):
+        while root[i] != i:
+            i = root[i]
+        return i
+
+    for i, j in _candidates(groups, vectors_, theta, require_name_overlap, ambiguous):
+        ri, rj = find(i), find(j)
+        if ri == rj or any(
+            in_conflict(groups[x], groups[y], ambiguous) for x in members[ri] for y in members[rj]
+        ):
+            continue
+        keep, gone = min(ri, rj), max(ri, rj)
+        root[gone] = keep
+        members[keep] = sorted(members[keep] + members.pop(gone))
+    return sorted(members.values())
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("overlap", [True, False])
+def test_fusion_joins_what_checking_every_cross_pair_joins(seed: int, overlap: bool) -> None:
+    rng = random.Random(seed)
+    groups = random_groups(rng, 60)
+    # clustered vectors: many candidates above theta, so sets grow and meet conflicts
+    centres = np.random.default_rng(seed).normal(size=(4, 16))
+    rows = np.stack([centres[rng.randrange(4)] + 0.3 * rng.random() for _ in groups])
+    expected = pairwise_fuse(groups, rows, 0.8, overlap)
+    assert fuse(groups, rows, 0.8, overlap) == expected
+    assert any(len(s) > 1 for s in expected)
