@@ -21,13 +21,12 @@ from llama_index_e2rag.extract.builders import DocumentBuilder, builder_configs
 from llama_index_e2rag.extract.chunking import chunk_document
 from llama_index_e2rag.ingest.layers import LayersAdded, missing_builders, stage_layers
 from llama_index_e2rag.ingest.models import IndexModels
+from llama_index_e2rag.ingest.embedding import RecordingEmbedding, embed_staged
 from llama_index_e2rag.ingest.pipeline import (
     DocOrders,
-    RecordingEmbedding,
     WriteLock,
     add_stats,
     document_write,
-    embed_staged,
     link_staged,
     stage_document,
 )
