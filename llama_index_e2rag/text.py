@@ -9,7 +9,7 @@ abbreviation such as "Mr." or a single initial; blank lines always do.
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterable, Iterator, Sequence, TypeVar
 
 from llama_index_e2rag.schema import normalize_text
 
@@ -33,6 +33,7 @@ _NEXT_VISIBLE = re.compile(r"\s*(\S)")
 _LOOKBACK = 40
 
 Span = tuple[int, int]
+T = TypeVar("T")
 
 
 def split_sentences(text: str) -> list[Span]:
@@ -97,6 +98,22 @@ def _trimmed(text: str, start: int, end: int) -> Iterator[Span]:
 def count_words(text: str) -> int:
     """Whitespace-separated words, the unit of every budget."""
     return len(text.split())
+
+
+def word_runs(items: Sequence[T], sizes: Iterable[int], budget: int) -> Iterator[list[T]]:
+    """``items`` in order, in runs of at most ``budget`` words, ``sizes`` giving each item's:
+    a run closes when its next item would pass the budget, so an item longer than the budget
+    is a run of its own. Extraction groups and ``e2rag index``'s commit groups cut this way."""
+    run: list[T] = []
+    used = 0
+    for item, size in zip(items, sizes, strict=True):
+        if run and used + size > budget:
+            yield run
+            run, used = [], 0
+        run.append(item)
+        used += size
+    if run:
+        yield run
 
 
 def word_spans(text: str, start: int, end: int) -> list[Span]:

@@ -13,6 +13,7 @@ from llama_index_e2rag.cli.store import has_store, load_store
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.persist.ownership import Kind, claim, release
 from llama_index_e2rag.stores.same_text import find_duplicates
+from llama_index_e2rag.text import count_words, word_runs
 
 if TYPE_CHECKING:
     from llama_index.core import Document
@@ -145,16 +146,8 @@ def run(args: argparse.Namespace) -> int:
 def commit_groups(documents: Sequence["Document"], words: int) -> list[list["Document"]]:
     """``documents`` in order, cut into runs of at most ``words`` words (a longer document is
     a run of its own); one empty run when there are none (a new store is still written)."""
-    groups: list[list["Document"]] = [[]]
-    used = 0
-    for document in documents:
-        size = len(document.text.split())
-        if groups[-1] and used + size > words:
-            groups.append([])
-            used = 0
-        groups[-1].append(document)
-        used += size
-    return groups
+    sizes = (count_words(document.text) for document in documents)
+    return list(word_runs(documents, sizes, words)) or [[]]
 
 
 def _insert_groups(

@@ -60,12 +60,6 @@ UPSERT_META = (
 )
 
 
-def row_text(row: Sequence[Any]) -> bytes:
-    """One row as the document digest reads it: its fields as text (None as empty), joined."""
-    fields = ("" if v is None else str(v) for v in row)
-    return "\x1f".join(fields).encode("utf-8", "surrogatepass") + b"\x1e"
-
-
 def node_row(node: GraphNode) -> tuple[Any, ...]:
     span = node.span or (None, None)
     attrs = json.dumps(node.attrs, ensure_ascii=False) if node.attrs else None

@@ -8,14 +8,15 @@ connection (``_connect``) and their placeholder style; everything else is shared
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.graph.base import PAGE, Direction, DocRows, batch_links, pages
+from llama_index_e2rag.graph.sql_digest import doc_digest, reseal
+from llama_index_e2rag.graph.sql_pages import edge_pages, node_pages
 from llama_index_e2rag.graph.sql_rows import (  # noqa: F401 - FORMAT_NAME, SCHEMA, ... re-exported
     DOC_RECORD,
     EDGE_COLUMNS,
@@ -34,7 +35,6 @@ from llama_index_e2rag.graph.sql_rows import (  # noqa: F401 - FORMAT_NAME, SCHE
     placeholders,
     row_edge,
     row_node,
-    row_text,
 )
 from llama_index_e2rag.schema import SCHEMA_VERSION, EdgeKind, GraphEdge, GraphNode, NodeKind
 
@@ -235,7 +235,7 @@ class SQLGraphStore:
         with self._transaction() as cur:
             owners: set[str] = set()
             ids = self._delete_doc(cur, doc_id, owners)
-            self._reseal(cur, owners)
+            reseal(cur, self._sql, self.binary_collation, owners)
             return ids
 
     def _delete_doc(self, cur: Any, doc_id: str, owners: set[str]) -> set[str]:
@@ -264,18 +264,6 @@ class SQLGraphStore:
                 )
                 owners.update(r[0] for r in rows)
         return owners
-
-    def _reseal(self, cur: Any, doc_ids: Iterable[str]) -> None:
-        """Rewrite the row digest in the record of each document of ``doc_ids`` from its rows
-        as they are now (documents without a record or digest stay as they are)."""
-        for doc_id in sorted(doc_ids):
-            found = self._fetch(
-                cur, "SELECT value FROM e2rag_meta WHERE key = ?", (DOC_RECORD + doc_id,)
-            )
-            record = json.loads(found[0][0]) if found else {}
-            if record.get("rows"):
-                record["rows"] = self._doc_digest(cur, doc_id)
-                cur.execute(self._sql(UPSERT_META), (DOC_RECORD + doc_id, json.dumps(record)))
 
     def _fetch(self, cur: Any, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of one statement run inside the caller's transaction."""
@@ -323,9 +311,9 @@ class SQLGraphStore:
                     )
             self._write_edges(cur, links)
             for doc in docs:
-                record = dict(doc.record, rows=self._doc_digest(cur, doc.doc_id))
+                record = dict(doc.record, rows=doc_digest(cur, self._sql, self.binary_collation, doc.doc_id))
                 cur.execute(self._sql(UPSERT_META), (DOC_RECORD + doc.doc_id, json.dumps(record)))
-            self._reseal(cur, owners - {doc.doc_id for doc in docs})
+            reseal(cur, self._sql, self.binary_collation, owners - {doc.doc_id for doc in docs})
             for key, value in meta.items():
                 cur.execute(self._sql(UPSERT_META), (key, value))
             self._bump(cur)
@@ -360,48 +348,15 @@ class SQLGraphStore:
     def scan_nodes(
         self, kind: Optional[NodeKind] = None, doc_id: Optional[str] = None, page: int = PAGE
     ) -> Iterator[list[GraphNode]]:
-        """``nodes`` a page at a time (keyset pages in story order): a reader of a whole
-        document holds one page."""
-        rows = self._keyset_pages(
-            f"SELECT {NODE_COLUMNS} FROM e2rag_nodes", filters(kind=kind, doc_id=doc_id),
-            ("p0", "p1", "p2", "id"), page, lambda row: (row[3], row[4], row[5], row[0]),
-        )
-        return ([row_node(r) for r in batch] for batch in rows)
+        """``nodes`` a page at a time (keyset pages in story order, ``sql_pages``): a reader of
+        a whole document holds one page."""
+        return node_pages(self._query, kind, doc_id, page)
 
     def scan_edges(
         self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None, page: int = PAGE
     ) -> Iterator[list[GraphEdge]]:
-        """``edges`` a page at a time (keyset pages in key order)."""
-        rows = self._keyset_pages(
-            f"SELECT {EDGE_COLUMNS} FROM e2rag_edges", filters(kind=kind, doc_id=doc_id),
-            ("source", "target", "kind", "role"), page, lambda row: tuple(row[:4]),
-        )
-        return ([row_edge(r) for r in batch] for batch in rows)
-
-    def _keyset_pages(
-        self,
-        select: str,
-        where: tuple[str, tuple[Any, ...]],
-        key: tuple[str, ...],
-        page: int,
-        key_of: Callable[[Sequence[Any]], tuple[Any, ...]],
-    ) -> Iterator[list[Any]]:
-        """The rows of ``select`` (filtered by ``where``) in ``key`` order, ``page`` per read;
-        each read starts after the last key of the one before, so no cursor stays open."""
-        clause, params = where
-        columns = ", ".join(key)
-        after: tuple[Any, ...] = ()
-        while True:
-            more = f"{' AND ' if clause else ' WHERE '}({columns}) > ({placeholders(len(key))})"
-            rows = self._query(
-                f"{select}{clause}{more if after else ''} ORDER BY {columns} LIMIT {int(page)}",
-                params + after,
-            )
-            if rows:
-                yield rows
-            if len(rows) < page:
-                return
-            after = key_of(rows[-1])
+        """``edges`` a page at a time (keyset pages in key order, ``sql_pages``)."""
+        return edge_pages(self._query, kind, doc_id, page)
 
     def story_neighbors(self, node: GraphNode, before: int, after: int) -> list[GraphNode]:
         """Up to ``before`` nodes of the same kind just before ``node`` and ``after`` just after,
@@ -492,32 +447,14 @@ class SQLGraphStore:
         return {key[len(DOC_RECORD) :]: json.loads(value) for key, value in rows}
 
     def doc_rows_digest(self, doc_id: str) -> str:
-        """The digest of the document's rows as they are now (``_doc_digest``)."""
+        """The digest of the document's rows as they are now (``sql_digest``)."""
         with self._lock, self._translated():
             cur = self.conn.cursor()
             try:
-                return self._doc_digest(cur, doc_id)
+                return doc_digest(cur, self._sql, self.binary_collation, doc_id)
             finally:
                 cur.close()
                 self.conn.commit()  # end the read transaction
-
-    def _doc_digest(self, cur: Any, doc_id: str) -> str:
-        """A digest of the document's nodes and the edges it owns (its links included), each
-        row's fields as text, rows in Python's order of those texts (ids and edge keys are
-        unique, so the leading columns decide it): read a page at a time, in SQL's order."""
-        c = self.binary_collation
-        digest = hashlib.sha1()
-        for statement in (
-            f"SELECT {NODE_COLUMNS} FROM e2rag_nodes WHERE doc_id = ? ORDER BY id{c}",
-            f"SELECT {EDGE_COLUMNS} FROM e2rag_edges WHERE doc_id = ? "
-            f"ORDER BY source{c}, target{c}, kind{c}, role{c}",
-        ):
-            cur.execute(self._sql(statement), (doc_id,))
-            while rows := cur.fetchmany(PAGE):
-                for row in rows:
-                    digest.update(row_text(row))
-            digest.update(b"\x1d")
-        return digest.hexdigest()
 
     def doc_orders(self) -> dict[str, int]:
         """Story order of every committed document."""

@@ -23,17 +23,11 @@ from llama_index_e2rag.context.keys import INTERNAL_METADATA_KEYS
 from llama_index_e2rag.extract.base import chunk_offset
 from llama_index_e2rag.extract.passages import document_text
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
-from llama_index_e2rag.ingest.pipeline import (
-    RecordingEmbedding,
-    StagedDoc,
-    embed_texts,
-    embeddable,
-    run_builders,
-    vector_record,
-)
+from llama_index_e2rag.ingest.embedding import RecordingEmbedding, embed_texts
+from llama_index_e2rag.ingest.pipeline import StagedDoc, run_builders, vector_record
 from llama_index_e2rag.stores.same_text import TEXT_HASH_KEY
 from llama_index_e2rag.ingest.progress import doc_bar
-from llama_index_e2rag.schema import GraphNode, NodeKind
+from llama_index_e2rag.schema import GraphNode, NodeKind, embeddable
 from llama_index_e2rag.stores.port import DocumentWrite, Stores
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.graph.sqlite_store import SQLiteGraphStore
 from llama_index_e2rag.schema import GraphEdge, GraphNode
+from llama_index_e2rag.text import count_words, word_runs
 
 #: Documents of more words than this stage on disk. Below it SQLite's round trips cost more
 #: than the memory they save (a 20k-word document's staging graph is ~0.1 GB in memory).
@@ -28,11 +29,17 @@ STAGE_ON_DISK_WORDS = 20_000
 EXTRACT_GROUP_WORDS = 20_000
 
 
-def words_of(document: Optional[Document], chunks: Sequence[TextNode]) -> int:
-    """A document's length in words (its chunks' when it came as nodes)."""
+def chunk_words(chunks: Sequence[TextNode]) -> list[int]:
+    """Each chunk's length in words, counted once for both ``words_of`` and
+    ``extraction_groups``."""
+    return [count_words(chunk.get_content()) for chunk in chunks]
+
+
+def words_of(document: Optional[Document], chunk_words: Sequence[int]) -> int:
+    """A document's length in words (its chunks' ``chunk_words`` when it came as nodes)."""
     if document is not None:
-        return len(document.text.split())
-    return sum(len(chunk.get_content().split()) for chunk in chunks)
+        return count_words(document.text)
+    return sum(chunk_words)
 
 
 def staging_graph(words: int) -> GraphStore:
@@ -48,29 +55,15 @@ def discard(graph: GraphStore) -> None:
         graph.discard()
 
 
-def chunk_groups(chunks: Sequence[TextNode], words: int) -> Iterator[list[TextNode]]:
-    """``chunks`` in order, in runs of at most ``words`` words (a longer chunk: a run alone)."""
-    group: list[TextNode] = []
-    used = 0
-    for chunk in chunks:
-        size = len(chunk.get_content().split())
-        if group and used + size > words:
-            yield group
-            group, used = [], 0
-        group.append(chunk)
-        used += size
-    if group:
-        yield group
-
-
 def extraction_groups(
-    chunks: Sequence[TextNode], extractors: Sequence[Any]
+    chunks: Sequence[TextNode], words: Sequence[int], extractors: Sequence[Any]
 ) -> Iterator[list[TextNode]]:
-    """The runs of ``chunks`` to extract per call: groups of ``EXTRACT_GROUP_WORDS`` when every
-    extractor works chunk by chunk (``chunk_local``), else all in one call (a llama-index
-    metadata extractor may read a document's first chunks for every chunk, like a title)."""
+    """The runs of ``chunks`` (of ``words`` words each) to extract per call: groups of
+    ``EXTRACT_GROUP_WORDS`` when every extractor works chunk by chunk (``chunk_local``), else
+    all in one call (a llama-index metadata extractor may read a document's first chunks for
+    every chunk, like a title)."""
     if all(getattr(extractor, "chunk_local", False) for extractor in extractors):
-        yield from chunk_groups(chunks, EXTRACT_GROUP_WORDS)
+        yield from word_runs(chunks, words, EXTRACT_GROUP_WORDS)
     elif chunks:
         yield list(chunks)
 

@@ -21,18 +21,18 @@ from llama_index_e2rag.extract.builders import DocumentBuilder, builder_configs
 from llama_index_e2rag.extract.chunking import chunk_document
 from llama_index_e2rag.ingest.layers import LayersAdded, missing_builders, stage_layers
 from llama_index_e2rag.ingest.models import IndexModels
+from llama_index_e2rag.ingest.embedding import RecordingEmbedding, embed_staged
 from llama_index_e2rag.ingest.pipeline import (
     DocOrders,
-    RecordingEmbedding,
     WriteLock,
     add_stats,
     document_write,
-    embed_staged,
     link_staged,
     stage_document,
 )
 from llama_index_e2rag.ingest.progress import doc_bar, steps_bar
 from llama_index_e2rag.ingest.staging import (
+    chunk_words,
     discard,
     extraction_groups,
     stage_fragments,
@@ -144,23 +144,27 @@ class IndexWriter:
         chunks at a time as extraction goes); phase 2 commits the batch, one build at a time.
         The staging graphs are deleted however the build ends."""
         await self.acheck_dim()
-        graphs = {doc_id: staging_graph(words_of(doc, chunks)) for doc, doc_id, _, chunks in groups}
+        words = {doc_id: chunk_words(chunks) for _, doc_id, _, chunks in groups}
+        graphs = {
+            doc_id: staging_graph(words_of(doc, words[doc_id])) for doc, doc_id, _, _ in groups
+        }
         try:
-            await self._astage_and_commit(groups, graphs)
+            await self._astage_and_commit(groups, graphs, words)
         finally:
             for graph in graphs.values():
                 discard(graph)
 
     async def _astage_and_commit(
-        self, groups: Sequence[_Group], graphs: dict[str, GraphStore]
+        self, groups: Sequence[_Group], graphs: dict[str, GraphStore], words: dict[str, list[int]]
     ) -> None:
         doc_of = {c.node_id: doc_id for _, doc_id, _, chunks in groups for c in chunks}
         kept: dict[str, list[TextNode]] = {doc_id: [] for _, doc_id, _, _ in groups}
         failures: dict[str, list[dict[str, str]]] = {doc_id: [] for doc_id in kept}
         carry: dict[str, Any] = {}  # what an extractor hands from one group to the next
         all_chunks = [c for *_, doc_chunks in groups for c in doc_chunks]
+        all_words = [n for _, doc_id, _, _ in groups for n in words[doc_id]]
         extractors = self.models.resolve_extractors()
-        for group in extraction_groups(all_chunks, extractors):
+        for group in extraction_groups(all_chunks, all_words, extractors):
             for extractor in extractors:
                 group = list(
                     await extractor.acall(group, show_progress=self.show_progress, carry=carry)

@@ -30,7 +30,8 @@ from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
 from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
 from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.ingest import node_vectors
-from llama_index_e2rag.ingest.pipeline import embed_staged, vector_record
+from llama_index_e2rag.ingest.embedding import embed_staged
+from llama_index_e2rag.ingest.pipeline import vector_record
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.persist.check import changed_documents, full_check
 from llama_index_e2rag.persist.index_store import read_struct

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -68,6 +69,34 @@ def node(doc: str, kind: NodeKind, offset: int, text: str, chunk: str | None = N
         name=text.split(":")[0] if kind == NodeKind.MENTION else None,
         attrs={"description": text},
     )
+
+
+_LETTERS = "abcXYZ_-éßΩ中😀"
+
+
+def random_graph(rng: random.Random, doc: str) -> tuple[list[GraphNode], list[GraphEdge]]:
+    """A random graph of document ``doc`` (order 0 for "a", 1 otherwise), ids with non-ASCII."""
+    kinds = [NodeKind.MENTION, NodeKind.EVENT, NodeKind.SENTENCE]
+    nodes = [
+        GraphNode(
+            id=doc + "".join(rng.choice(_LETTERS) for _ in range(rng.randint(1, 6))) + str(i),
+            kind=rng.choice(kinds),
+            doc_id=doc,
+            pos=(0 if doc == "a" else 1, rng.randint(0, 30), rng.randint(0, 3)),
+            text=rng.choice(["x", "Ünïcode", "he said"]),
+            attrs={"k": i} if rng.random() < 0.5 else {},
+        )
+        for i in range(rng.randint(5, 60))
+    ]
+    edges = {
+        (rng.choice(nodes).id, rng.choice(nodes).id, rng.choice(list(EdgeKind)),
+         rng.choice([None, "A0", "A1"]))
+        for _ in range(rng.randint(0, 120))
+    }
+    return nodes, [
+        GraphEdge(source=s, target=t, kind=k, role=r, doc_id=doc) for s, t, k, r in sorted(
+            edges, key=str)
+    ]
 
 
 # -- durability and concurrency helpers (tests/graph/test_{sqlite,postgres}_store.py) -----------

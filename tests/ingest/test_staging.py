@@ -146,8 +146,9 @@ def test_extraction_runs_per_group_only_when_every_extractor_is_chunk_local() ->
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(staging, "EXTRACT_GROUP_WORDS", 100)
-        local = list(staging.extraction_groups(chunks, [Local()]))
-        mixed = list(staging.extraction_groups(chunks, [Local(), Whole()]))
+        words = staging.chunk_words(chunks)
+        local = list(staging.extraction_groups(chunks, words, [Local()]))
+        mixed = list(staging.extraction_groups(chunks, words, [Local(), Whole()]))
     assert [len(g) for g in local] == [2, 2, 2, 2, 2]
     assert [c.node_id for g in local for c in g] == [c.node_id for c in chunks]
     assert mixed == [chunks]

@@ -19,10 +19,9 @@ from llama_index.core import Document, StorageContext, load_index_from_storage
 
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.index import E2RAGIndex
-from llama_index_e2rag.ingest.pipeline import embeddable
 from llama_index_e2rag.maintenance.load import load_index
 from llama_index_e2rag.maintenance.repair import repair_store
-from llama_index_e2rag.schema import NodeKind
+from llama_index_e2rag.schema import NodeKind, embeddable
 from llama_index_e2rag.persist.check import full_check, missing_vectors
 from llama_index_e2rag.persist.info import read_struct
 

@@ -17,9 +17,8 @@ from test_index import SEQUEL, STORY, load, make_index, vector_ids
 
 from llama_index_e2rag.errors import E2RAGError
 from llama_index_e2rag.index import EMBEDDED_KINDS, E2RAGIndex
-from llama_index_e2rag.ingest.pipeline import embeddable
 from llama_index_e2rag.persist.storage import E2RAG_DIR, POINTER
-from llama_index_e2rag.schema import NodeKind
+from llama_index_e2rag.schema import NodeKind, embeddable
 
 ROOT = Path(__file__).resolve().parents[2]
 

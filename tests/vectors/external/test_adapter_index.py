@@ -29,7 +29,7 @@ from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
 from llama_index_e2rag.extract.event_graph.builder import EventGraphBuilder
 from llama_index_e2rag.extract.sentence_graph.builder import SentenceGraphBuilder
 from llama_index_e2rag.index import E2RAGIndex, EMBEDDED_KINDS, RETRIEVER_MODES
-from llama_index_e2rag.ingest.pipeline import embeddable
+from llama_index_e2rag.schema import embeddable
 
 from test_index import CHUNK_SIZE, NAMES, SEQUEL, STORY
 
