@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,10 @@ from llama_index_e2rag.embeddings import (
     MiniLMEmbedding,
     resolve_embed_model,
 )
+from llama_index_e2rag import embeddings
 from llama_index_e2rag.errors import MissingModelError
+
+from hash_embedding import HashEmbedding
 
 
 def cos(a, b) -> float:
@@ -156,3 +160,25 @@ def test_runs_are_bounded_by_padded_word_pieces(minilm):
         assert len(block) == 1 or len(block) * width <= 64
         assert len(block) <= 8
     assert np.allclose(capped.embed(texts), minilm.embed(texts), atol=1e-5)
+
+
+class CallCounting(HashEmbedding):
+    """Records the size of every batch call."""
+
+    calls: list[int] = []
+
+    async def aget_text_embedding_batch(self, texts, show_progress=False, **kwargs):
+        self.calls.append(len(texts))
+        return await super().aget_text_embedding_batch(texts, show_progress, **kwargs)
+
+
+@pytest.mark.parametrize("extra", [0, 2])
+def test_rows_fill_one_matrix_a_call_at_a_time(monkeypatch, extra):
+    model = CallCounting(calls=[])
+    monkeypatch.setattr(embeddings, "EMBED_CALL_TEXTS", 3)
+    texts = [f"text number {k} of the story" for k in range(10)]
+    rows = asyncio.run(embeddings.aembed_rows(model, texts, rows=len(texts) + extra))
+    assert rows.dtype == np.float32 and rows.shape == (len(texts) + extra, model.dim)
+    assert model.calls == [3, 3, 3, 1]
+    expected = np.asarray(model.get_text_embedding_batch(texts), np.float32)
+    assert np.array_equal(rows[: len(texts)], expected)

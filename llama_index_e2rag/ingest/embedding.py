@@ -16,14 +16,10 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
+from llama_index_e2rag.embeddings import aembed_rows
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.ingest import node_vectors
 from llama_index_e2rag.schema import EMBEDDED_KINDS, GraphNode, embeddable
-
-
-#: Texts per call into the embedding model: each call's vectors become float32 at once, so a
-#: million-word build never holds hundreds of thousands of vectors as Python float lists.
-EMBED_CALL_TEXTS = 2048
 
 
 @dataclass
@@ -126,20 +122,12 @@ async def embed_texts(
     reused = sorted(distinct & set(known or {}))
     todo = sorted(distinct.difference(reused), key=lambda t: (len(t), t))
     order = [*todo, *reused]
-    matrix = np.zeros((0, 0), dtype=np.float32)
-    # filled in place: a book's vectors are held once, not once per call and again joined
-
-    def put(start: int, rows: np.ndarray) -> None:
-        nonlocal matrix
-        if matrix.size == 0:
-            matrix = np.empty((len(order), rows.shape[1]), dtype=np.float32)
-        matrix[start : start + len(rows)] = rows
-
     with tqdm(total=len(todo), desc="Embedding", unit="text", disable=not show_progress) as bar:
-        for start in range(0, len(todo), EMBED_CALL_TEXTS):
-            batch = todo[start : start + EMBED_CALL_TEXTS]
-            put(start, np.asarray(await embed_model.aget_text_embedding_batch(batch), np.float32))
-            bar.update(len(batch))
+        matrix = await aembed_rows(embed_model, todo, rows=len(order), on_call=bar.update)
     if reused and known is not None:
-        put(len(todo), np.stack([known[t] for t in reused]))
+        known_rows = np.stack([known[t] for t in reused])
+        if todo:
+            matrix[len(todo) :] = known_rows
+        else:
+            matrix = known_rows
     return StagedVectors({t: i for i, t in enumerate(order)}, matrix)

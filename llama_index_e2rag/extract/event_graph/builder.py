@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, Sequence
 
-import numpy as np
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_e2rag.extract.builders import OptionalLLM
+from llama_index_e2rag.embeddings import aembed_rows
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.base import chunk_doc_id
 from llama_index_e2rag.extract.event_graph.events_llm import EgoInput, extract_events
@@ -160,9 +160,7 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
                 "E2RAGIndex (doc_builders=[...]) or pass embed_model="
             )
         texts = [group.text for group in groups]
-        vectors = np.asarray(
-            await self.embed_model.aget_text_embedding_batch(texts), dtype=np.float32
-        )
+        vectors = await aembed_rows(self.embed_model, texts)
         entities, edges = entity_layer(
             doc_id,
             groups,
