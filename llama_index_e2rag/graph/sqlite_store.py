@@ -10,18 +10,19 @@ beside the target and renames it into place, so a killed save leaves the previou
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
-import tempfile
 import weakref
 from pathlib import Path
 from typing import Any, Optional
 
 from llama_index_e2rag.errors import DamagedFileError, StoreDamagedError
 from llama_index_e2rag.disk.files import atomic_replace
+from llama_index_e2rag.disk.scratch import make_scratch_dir, remove_scratch_dir
 from llama_index_e2rag.graph.sql_rows import ORDER
 from llama_index_e2rag.graph.sql_store import SQLGraphStore
 
+#: Prefix of a temporary graph's private folder (a killed build's is swept by the next one).
+SCRATCH_PREFIX = "e2rag-graph-"
 #: File name of the graph inside an e2rag store directory.
 GRAPH_FILE = "graph.sqlite"
 #: How long a connection waits for another process's write lock before failing.
@@ -35,8 +36,8 @@ class SQLiteGraphStore(SQLGraphStore):
         super().__init__()
         self._temp_dir: Optional[str] = None
         if path is None:
-            self._temp_dir = tempfile.mkdtemp(prefix="e2rag-graph-")
-            weakref.finalize(self, shutil.rmtree, self._temp_dir, True)
+            self._temp_dir, lock = make_scratch_dir(SCRATCH_PREFIX)
+            self._remove_temp = weakref.finalize(self, remove_scratch_dir, self._temp_dir, lock)
             path = Path(self._temp_dir) / GRAPH_FILE
         self.path = Path(path)
         #: what to tell a user whose database turns out damaged (set by whoever opened it)
@@ -193,5 +194,5 @@ class SQLiteGraphStore(SQLGraphStore):
         closed."""
         self.close()
         if self._temp_dir is not None:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._remove_temp()
             self._temp_dir = None
