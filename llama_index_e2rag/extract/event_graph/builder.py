@@ -13,7 +13,8 @@ document takes its entities and links with it and the remaining fusion needs no 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, Sequence
+from itertools import chain
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Optional, Sequence
 
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
@@ -147,7 +148,7 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
         doc_order: int,
         chunks: Sequence["BaseNode"],
         graph: GraphStore,
-    ) -> tuple[list[GraphNode], list[GraphEdge], list["BuildFailure"]]:
+    ) -> tuple[list[GraphNode], Iterable[GraphEdge], list["BuildFailure"]]:
         """The document's entities and their edges, then (with an LLM) its ``graph_event``s."""
         doc_id = chunk_doc_id(chunks[0]) if chunks else document.doc_id
         runner = self._runner_for(self.events, "events", "frames")
@@ -177,12 +178,11 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
         )
         if runner is None or not entities:
             return entities, edges, []
-        layer = list(edges)
         chunk_ids = {c.node_id for c in chunks}
         ego = EgoInput(
             doc_id=doc_id,
             entities=entities,
-            chunk_weights=_chunk_weights(graph, layer),
+            chunk_weights=_chunk_weights(graph, edges),
             chunks={c.id: c for c in graph.nodes(NodeKind.CHUNK, doc_id) if c.id in chunk_ids},
         )
         found = await extract_events(
@@ -195,7 +195,7 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
             max_description_words=self.max_description_words,
             max_listed_events=self.max_listed_events,
         )
-        return entities + found.nodes, layer + found.edges, found.failures
+        return entities + found.nodes, chain(edges, found.edges), found.failures
 
     async def alink(
         self, staged: Sequence[tuple[str, GraphStore]], committed: GraphStore
@@ -211,7 +211,7 @@ class EventGraphBuilder(OptionalLLM, PromptMixin):
         return links, []
 
 
-def _chunk_weights(graph: GraphStore, edges: Sequence[GraphEdge]) -> dict[str, dict[str, int]]:
+def _chunk_weights(graph: GraphStore, edges: Iterable[GraphEdge]) -> dict[str, dict[str, int]]:
     """Entity id -> {chunk id: edge weight}: the entity's mentions in the chunk plus their
     ``participates`` edges (the paper's LightRAG edge weights have no other counterpart here)."""
     weights: dict[str, dict[str, int]] = {}

@@ -315,7 +315,7 @@ def entity_layer(
     vectors: np.ndarray,
     theta_merge: float,
     require_name_overlap: bool = True,
-) -> tuple[list[GraphNode], Iterator[GraphEdge]]:
+) -> tuple[list[GraphNode], "EntityEdges"]:
     """One document's entity nodes (story order) and their edges, all owned by ``doc_id``.
 
     Mentions that name a person become the document's ``characters`` (by name rules); the other
@@ -360,23 +360,36 @@ def entity_layer(
             a, b = row_of.get(edge.source), row_of.get(edge.target)
             if a is not None and b is not None and a != b:
                 weights[(min(a, b), max(a, b))] += 1
-    return nodes, _entity_edges(doc_id, nodes, row_of, weights, lifted, event_order)
+    return nodes, EntityEdges(doc_id, nodes, row_of, weights, lifted, event_order)
 
 
-def _entity_edges(
-    doc_id: str,
-    entities: Sequence[GraphNode],
-    row_of: dict[str, int],
-    weights: dict[tuple[int, int], int],
-    lifted: dict[int, set[str]],
-    event_order: dict[str, int],
-) -> Iterator[GraphEdge]:
-    """``instance_of`` mention -> entity; ``co_mention`` entity -> later entity, weight = the
+@dataclass(frozen=True)
+class EntityEdges:
+    """An entity layer's edges, made afresh on every iteration from the few rows they come
+    from, so they are never held whole and may be read twice (the LLM pass weighs chunks by
+    them before they are written).
+
+    ``instance_of`` mention -> entity; ``co_mention`` entity -> later entity, weight = the
     mention-level ``co_mention`` edges between them (lifting the extraction's own co-occurrence
     keeps its scope — a sentence for the grounded parse, a chunk for the LLM; pairing every
     entity of a chunk made 47,000 links from 658 entities of an 8,000-word book, most between
     words of unrelated sentences); ``participates`` entity -> each event a member mention takes
     part in, in story order."""
+
+    doc_id: str
+    entities: Sequence[GraphNode]
+    row_of: dict[str, int]
+    weights: dict[tuple[int, int], int]
+    lifted: dict[int, set[str]]
+    event_order: dict[str, int]
+
+    def __iter__(self) -> Iterator[GraphEdge]:
+        return _entity_edges(self)
+
+
+def _entity_edges(layer: EntityEdges) -> Iterator[GraphEdge]:
+    doc_id, entities, row_of = layer.doc_id, layer.entities, layer.row_of
+    weights, lifted, event_order = layer.weights, layer.lifted, layer.event_order
     for mention_id, row in row_of.items():
         yield GraphEdge(
             source=mention_id, target=entities[row].id, kind=EdgeKind.INSTANCE_OF, doc_id=doc_id

@@ -26,7 +26,7 @@ from llama_index_e2rag.extract.event_graph.fusion import (
 )
 from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, make_id
 
-from .test_conflicts import random_groups
+from .name_groups import random_groups
 
 THETA = 0.5
 
@@ -436,6 +436,16 @@ def test_events_and_edges_are_read_once_as_they_come():
     from_lists = build(mentions, events, edges)
     from_iterators = build(mentions, iter(events[::-1]), iter(edges))
     assert from_iterators == from_lists
+
+
+def test_the_layers_edges_read_twice_are_the_same_edges():
+    """The LLM pass weighs chunks by the edges before they are written: a second read must
+    give every edge again, not an exhausted generator."""
+    mentions, events, edges = granger_story()
+    groups = mention_groups(mentions)
+    _, out = entity_layer("d", groups, iter(events), iter(edges), vectors(len(groups)), THETA)
+    first = list(out)
+    assert first and list(out) == first
 
 
 def test_the_entity_layer_is_owned_by_its_document_and_in_story_order():
