@@ -42,6 +42,7 @@ from llama_index.core.types import RESPONSE_TEXT_TYPE
 
 from llama_index_e2rag.answer.reading import (
     AnswerWeights, Reading, read_against_question, read_candidates)
+from llama_index_e2rag.context.document_file import load_documents
 from llama_index_e2rag.context.keys import RESPONSE_EVIDENCE_KEY
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
@@ -51,7 +52,7 @@ from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.llm.no_llm import NoLLM
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.context.story_position import (
-    StoryMap, describe_position, source_name, story_map)
+    StoryMap, describe_position, document_chunks, source_name, story_map)
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.text import split_sentences
@@ -235,6 +236,8 @@ class ExtractiveSynthesizer(BaseSynthesizer):
 
     def _candidates(self, nodes: Sequence[NodeWithScore]) -> list[Evidence]:
         """Every sentence of the retrieved nodes, each once, in retrieval order."""
+        if self._stores is not None:
+            load_documents(self._stores)  # the story maps placing them, read from one file
         found: list[Evidence] = []
         seen: set[str] = set()
         for rank, item in enumerate(nodes):
@@ -339,10 +342,10 @@ class ExtractiveSynthesizer(BaseSynthesizer):
             if meta.get("kind") == NodeKind.SENTENCE.value:
                 wanted[node.node_id] = i
             elif None not in (item.doc_id, item.doc_order, item.char_offset):
-                chunk = meta.get("chunk_id") or node.node_id
                 # the grounded extractor's sentence nodes: (doc order, start, 0) in their chunk
                 pos = (item.doc_order, item.char_offset, 0)
-                wanted[chunk_node_id(item.doc_id, chunk, NodeKind.SENTENCE, pos, item.text)] = i
+                for chunk in self._read_in(node, item):
+                    wanted[chunk_node_id(item.doc_id, chunk, NodeKind.SENTENCE, pos, item.text)] = i
         same = [
             n.id for n in self._stores.graph.get_nodes(list(wanted))
             if " ".join(n.text.split()) == candidates[wanted[n.id]].text
@@ -351,6 +354,15 @@ class ExtractiveSynthesizer(BaseSynthesizer):
             wanted[node_id]: vector.tolist()
             for node_id, vector in self._stores.embeddings(same).items()
         }
+
+    def _read_in(self, node: Any, item: Evidence) -> list[str]:
+        """The chunks the grounded extractor may have read ``item`` in: the result's own, or
+        for derived text (a ChronoRAG layer-0 chunk, kind ``chunk``, layer 0) the source chunks
+        holding its offset, which the index read when it parsed the document."""
+        meta = node.metadata or {}
+        if meta.get("layer") != 0 or self._graph_store is None or item.doc_id is None:
+            return [meta.get("chunk_id") or node.node_id]
+        return document_chunks(self._graph_store, item.doc_id).chunks_at(item.char_offset or 0)
 
     def _nlp(self) -> Any:
         """The spaCy pipeline (shared with the grounded extractor), None when not installed."""

@@ -1,8 +1,9 @@
 """Reading answer candidates against the question, the offline answer's second pass.
 
-Each candidate sentence (best relevance first) is parsed with spaCy and scored as an answer: its
-relevance rescaled over the candidates, the idf-weighted share of the question's content words in
-(or, at half credit, near) it, whether it offers the kind of answer asked for
+Each candidate sentence (best relevance first) is parsed with spaCy (without its entity
+recogniser when the answer asked for is no person, place or time) and scored as an answer: its
+relevance rescaled over the candidates, the idf-weighted share of the question's content words
+in (or, at half credit, near) it, whether it offers the kind of answer asked for
 (``ranking.answer_types``), and its node's retrieval rank. ``ExtractiveSynthesizer`` orders its
 evidence by this score; ``benchmarks/answer_line.py`` fits the weights with ``read_candidates``.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
 from llama_index_e2rag.ranking.answer_types import (
-    AnswerType, answer_type, content_lemmas, offers, parse)
+    AnswerType, answer_type, content_lemmas, needs_entities, offers, parse)
 
 __all__ = ["AnswerWeights", "Candidate", "Reading", "rank_prior", "read_against_question",
            "read_candidates"]
@@ -93,8 +94,9 @@ def read_candidates(nlp: Any, question: str, ranked: list[Candidate]) -> list[Re
     A question word's weight is its BM25 idf among the candidates: a name in every sentence
     ("Peter") tells them apart less than a word in two ("shoes").
     """
-    question_doc, *docs = parse(nlp, [question] + [e.text for e in ranked])
     kind = answer_type(question)
+    texts = [question] + [e.text for e in ranked]
+    question_doc, *docs = parse(nlp, texts, entities=needs_entities(kind))
     wanted = content_lemmas(question_doc)
     lemmas = [content_lemmas(doc) for doc in docs]
     nearby = _nearby_lemmas(ranked, lemmas)

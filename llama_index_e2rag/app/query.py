@@ -102,12 +102,10 @@ def query_advice(exc: BaseException, mode: str, hyde: Optional[str], store: obje
 
 def run_query(index: "E2RAGIndex", store: object, options: QueryOptions) -> dict[str, Any]:
     """Answer ``options.question`` from ``index``: ``{"answer", "mode", "sources"}``."""
-    from llama_index_e2rag.context.story_position import StoryPositions  # deferred: pydantic, ~1 s
-
     engine = query_engine(index, store, options)
 
     response = engine.query(options.question)
-    positions = StoryPositions(index.graph_store)
+    positions = _positions(index)
     return {
         "answer": str(response).strip(),
         "mode": options.resolved_mode,
@@ -127,14 +125,22 @@ def run_retrieve(index: "E2RAGIndex", store: object, options: QueryOptions) -> d
         retriever = index.as_retriever(mode=mode, **kwargs)
     except E2RAGError as exc:
         raise E2RAGError(query_advice(exc, mode, options.hyde, store)) from exc
-    from llama_index_e2rag.context.story_position import StoryPositions  # deferred: pydantic, ~1 s
-
     nodes = retriever.retrieve(options.question)
-    positions = StoryPositions(index.graph_store)
+    positions = _positions(index)
     return {
         "mode": mode,
         "sources": [source_dict(s, rank, positions) for rank, s in enumerate(nodes, 1)],
     }
+
+
+def _positions(index: "E2RAGIndex") -> "StoryPositions":
+    """Positions in ``index``'s documents, their story maps read from the store's read model."""
+    # deferred: the schema's pydantic models (~1 s; ``e2rag --help`` stays light)
+    from llama_index_e2rag.context.document_file import load_documents
+    from llama_index_e2rag.context.story_position import StoryPositions  # deferred: as above
+
+    load_documents(index.stores)
+    return StoryPositions(index.graph_store)
 
 
 def source_dict(

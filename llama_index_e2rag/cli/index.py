@@ -200,7 +200,11 @@ def _save_read_models(index: "E2RAGIndex") -> None:
     # deferred: as above
     from llama_index_e2rag.stores import kind_search
 
+    # deferred: as above
+    from llama_index_e2rag.context import document_file
+
     passage_cache.save_read_model(index.stores)
+    document_file.save_read_model(index.stores)
     kind_search.save_read_models(index.stores)
     for builder, mode in ((EventGraphBuilder, event_graph), (SentenceGraphBuilder, sentence_graph)):
         if any(isinstance(b, builder) for b in index.doc_builders):

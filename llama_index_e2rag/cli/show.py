@@ -14,7 +14,6 @@ from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_MODES
 from llama_index_e2rag.persist.check import full_check, opening_check
 from llama_index_e2rag.persist.info import StoreSummary, sentence_roles, summarize
 from llama_index_e2rag.schema import NodeKind
-from llama_index_e2rag.visualize import write_page
 
 if TYPE_CHECKING:
     from llama_index_e2rag.graph.base import GraphStore
@@ -122,6 +121,9 @@ def write_story_page(args: argparse.Namespace) -> int:
         raise E2RAGError("--mode chooses how --query retrieves; add --query \"...\"")
     if args.entity is not None and not args.entity.strip():
         raise E2RAGError("--entity is empty; name a character, e.g. --entity Peter")
+    # deferred: the story page's modules (extraction, timelines) serve only --html
+    from llama_index_e2rag.visualize import write_page
+
     target = args.html
     if target.is_dir() or not target.parent.is_dir():
         write_page(target, "")  # raises the one-line reason, writes nothing

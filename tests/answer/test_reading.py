@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -45,3 +45,58 @@ def test_the_sentence_with_the_questions_words_and_answer_kind_reads_best() -> N
     weights = AnswerWeights()
     assert weights.score(readings[1]) > weights.score(readings[0])
     assert readings[1].overlap > readings[0].overlap and ranked[1].offers_answer
+
+
+class _Pipeline:
+    """spaCy's pipeline, recording the components each parse skips; ``full`` parses with every
+    component whatever is asked."""
+
+    def __init__(self, nlp: Any, full: bool = False) -> None:
+        self._nlp, self._full = nlp, full
+        self.pipe_names = nlp.pipe_names
+        self.skipped: list[list[str]] = []
+
+    def pipe(self, texts: Any, disable: Any = ()) -> Any:
+        self.skipped.append(list(disable))
+        return self._nlp.pipe(texts) if self._full else self._nlp.pipe(texts, disable=disable)
+
+
+#: Sentences of a novel (London's *The Little Lady of the Big House*), among them some whose
+#: lemmas change without the dependency parser ("going", "came", "having" read as verbs).
+NOVEL = (
+    "And we're going swimming this afternoon.",
+    "After you had been under two minutes I knew it had to be something like this, and I came "
+    "exploring.",
+    "She attempted to ask, stung almost to shame at thought of her husband having witnessed any "
+    "caress of hers and Graham's.",
+    "It's growing all the time, and I ain't spending a cent of it, not so as you can notice...",
+    "For Dick Forrest was the center of a system which he himself had built.",
+    "Dick says that if I build it I must build it for seven, because the sages need it.",
+    "Paula Forrest rode to Sacramento in the morning so that the mare could rest.",
+    "Graham found Mr. Hennessy at the stallion barns near the big house.",
+)
+
+
+@pytest.mark.parametrize(
+    "question, skipped",
+    [("What did Dick Forrest build?", ["ner"]), ("Why did Paula ride?", ["ner"]),
+     ("Who built the house?", []), ("Where did Graham go?", []), ("When did Paula ride?", [])],
+)
+def test_only_a_person_place_or_time_answer_needs_the_entity_recogniser(
+    nlp: Any, question: str, skipped: list[str]
+) -> None:
+    pipeline = _Pipeline(nlp)
+    read_candidates(pipeline, question, [Sentence(t, 0.5) for t in NOVEL])
+    assert pipeline.skipped == [skipped]
+
+
+@pytest.mark.parametrize("question", ["What did Dick Forrest build?", "Why did Paula ride?"])
+def test_readings_without_the_entity_recogniser_are_a_full_parses(nlp: Any, question: str) -> None:
+    def read(pipeline: _Pipeline) -> tuple[list[Reading], list[Optional[bool]]]:
+        ranked = [Sentence(t, 1.0 - i / 10, rank=i, char_offset=200 * i)
+                  for i, t in enumerate(NOVEL)]
+        return read_candidates(pipeline, question, ranked), [s.offers_answer for s in ranked]
+
+    fast, full = read(_Pipeline(nlp)), read(_Pipeline(nlp, full=True))
+    assert fast == full
+    assert any(r.overlap > 0 for r in fast[0]) and any(fast[1]) == question.startswith("Why")

@@ -162,6 +162,24 @@ def test_get_embeddings_and_kind_matrix_are_unit_float32_and_agree():
     np.testing.assert_array_equal(matrix, np.stack([got[i] for i in ids]))
 
 
+def test_matrix_of_aligns_rows_across_segments_with_zeros_for_unknown_ids(tmp_path):
+    """The vectorised matrix: the same rows as ``get_embeddings`` in the order asked, an id
+    asked twice twice, a replaced or deleted id as it is now, and no column when none is known."""
+    rng = np.random.default_rng(9)
+    store = EmbeddedVectors()
+    store.add(records(rng, 60))
+    store.persist(tmp_path)
+    store.add(records(rng, 20, start=50))  # a second segment, replacing ten ids of the first
+    store.delete_doc("d1")
+    ids = ["n00055", "unknown", "n00003", "n00001", "n00003", "n00079", "n00012"]
+    got = store.get_embeddings(ids)
+    matrix = store.matrix_of(ids)
+    assert "n00001" not in got and matrix.shape == (len(ids), DIM)
+    for row, id_ in zip(matrix, ids):
+        np.testing.assert_array_equal(row, got.get(id_, np.zeros(DIM, np.float32)))
+    assert store.matrix_of(["unknown", "n00001"]).shape == (2, 0)
+
+
 def test_persist_then_open_in_a_new_process_gives_identical_results(tmp_path):
     rng = np.random.default_rng(5)
     store = EmbeddedVectors()

@@ -1,0 +1,86 @@
+"""The documents' story maps on disk, so a new process does not read every chunk to place evidence.
+
+Placing a result in its story ("Chapter IV · 9% through the story"), naming its source and
+finding the chunk a derived passage was read from all need ``document_chunks``: one read of every
+chunk of the document, decoding each stored chunk (a 1M-word store's 20k chunks: ~3 s, a tenth
+of that at 100k words), on the first query of every process. What it derives depends only on the
+graph's content, so it is a read model like the passage table (``stores.read_model_file``):
+``e2rag index`` writes it after indexing, otherwise the first query after a write does, and the
+next process reads one small file. A file built for other content (or damaged) is not used.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+from llama_index_e2rag.context.story_position import (
+    DocumentChunks,
+    StoryMap,
+    document_chunks,
+    fill_readings,
+)
+from llama_index_e2rag.stores import read_model_file
+from llama_index_e2rag.stores.state_cache import StateCache
+
+#: The file in ``e2rag/readmodels/``: two JSON lines, the content key and checksum, then the
+#: documents' readings.
+DOCUMENTS_FILE = "documents.jsonl"
+#: Bumped when the encoding or what a reading holds changes: an older file is rebuilt.
+FORMAT = 1
+MODEL = read_model_file.ReadModel(DOCUMENTS_FILE, FORMAT)
+
+
+def encode(found: DocumentChunks) -> dict[str, Any]:
+    story = found.story
+    return {
+        "story": None if story is None else {
+            "length": story.length,
+            "headings": [list(h) for h in story.headings],
+            "source": story.source,
+        },
+        "first_chunk": found.first_chunk,
+        "source_spans": [list(s) for s in found.source_spans],
+    }
+
+
+def decode(data: dict[str, Any]) -> DocumentChunks:
+    story = data["story"]
+    return DocumentChunks(
+        story=None if story is None else StoryMap(
+            length=int(story["length"]),
+            headings=tuple((int(at), str(label)) for at, label in story["headings"]),
+            source=story["source"],
+        ),
+        first_chunk=data["first_chunk"],
+        source_spans=tuple((int(s), int(e), str(c)) for s, e, c in data["source_spans"]),
+    )
+
+
+def _load(stores: read_model_file.Stores, state: Hashable) -> bool:
+    """Every document's reading into ``document_chunks``' cache of ``stores.graph``: from the
+    file when it was built for content ``state``, else read from the chunks and saved."""
+    graph = stores.graph
+    doc_ids = sorted(graph.doc_ids())
+    key = MODEL.content_key(stores, state)
+    data = MODEL.read(stores, key)
+    if isinstance(data, dict) and sorted(data) == doc_ids:
+        return fill_readings(graph, state, {d: decode(item) for d, item in data.items()})
+    readings = {doc_id: document_chunks(graph, doc_id) for doc_id in doc_ids}
+    if graph.version == state:  # not a mix of two states
+        MODEL.write(stores, key, {doc_id: encode(r) for doc_id, r in readings.items()})
+    return True
+
+
+_LOADED: StateCache[bool] = StateCache(_load)
+
+
+def load_documents(stores: read_model_file.Stores) -> None:
+    """Make ``document_chunks`` answer from the persisted read model (once per content state;
+    stores without a folder keep reading a document's chunks when it is first asked for)."""
+    if stores.home is not None:
+        _LOADED.get(stores)
+
+
+def save_read_model(stores: read_model_file.Stores) -> None:
+    """Derive and persist the documents' readings now (``e2rag index`` after its write)."""
+    read_model_file.save_now(stores, _LOADED)
