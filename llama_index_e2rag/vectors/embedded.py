@@ -373,6 +373,18 @@ class EmbeddedVectors:
         matrix.flags.writeable = False
         return ids, matrix
 
+    def release(self) -> None:
+        """Map the saved segments' files again, so the pages reads brought in leave this
+        process's resident memory (they stay in the page cache; a reader holding a view keeps
+        its old mapping). A derivation reading every vector of a kind is then not counted in
+        the process's memory after it, nor are several kinds read one after the other."""
+        with self._lock:
+            if self._folder is None:
+                return
+            for seg in (seg for segments in self._kinds.values() for seg in segments):
+                if seg.name is not None:
+                    seg.vectors = np.load(self._folder / f"{seg.name}.npy", mmap_mode="r")
+
     def count(self, kind: Optional[str] = None) -> int:
         with self._lock:
             kinds = self._kinds.values() if kind is None else [self._kinds.get(kind, [])]

@@ -400,3 +400,24 @@ def test_readers_never_see_half_an_add():
         thread.join()
     assert not failures
     assert store.count("event") == 400 and store.count("mention") == 50
+
+
+def test_release_maps_the_saved_files_again_and_changes_no_result(tmp_path):
+    """``release`` swaps each saved segment's mapping for a new one of the same file (the
+    pages reads brought in leave the process); an unsaved segment keeps its rows."""
+    rng = np.random.default_rng(22)
+    store = EmbeddedVectors()
+    store.add(records(rng, 300))
+    store.persist(tmp_path)
+    store.add(records(rng, 5, start=1000))
+    before, saved = snapshot(store), {}
+    for kind in KINDS:
+        for seg in store._kinds[kind]:
+            saved[seg] = seg.vectors
+    store.release()
+    for seg, vectors in saved.items():
+        assert (seg.vectors is vectors) == (seg.name is None)
+        assert np.array_equal(seg.vectors, vectors)
+    assert any(seg.name is None for seg in saved) and any(seg.name for seg in saved)
+    assert snapshot(store) == before
+    EmbeddedVectors().release()  # nothing saved: nothing to do
