@@ -150,6 +150,11 @@ class GraphStore(Protocol):
         self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None, page: int = ...
     ) -> Iterator[list[GraphEdge]]: ...
 
+    def scan_edges_listed(self, kind: EdgeKind, page: int = ...) -> Iterator[list[GraphEdge]]:
+        """``edges(kind)`` in the order it lists them, a page at a time (a reader whose result
+        depends on that order, the entity links of ``event_graph``, holds one page)."""
+        ...
+
     def edges_of(
         self,
         node_id: str,

@@ -174,6 +174,9 @@ class NetworkXGraphStore:
     ) -> Iterator[list[GraphEdge]]:
         return pages(self.edges(kind, doc_id), page)
 
+    def scan_edges_listed(self, kind: EdgeKind, page: int = PAGE) -> Iterator[list[GraphEdge]]:
+        return pages(self.edges(kind), page)
+
     def edges(
         self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None
     ) -> list[GraphEdge]:

@@ -43,6 +43,16 @@ def edge_pages(
     return ([row_edge(r) for r in batch] for batch in rows)
 
 
+def rowid_edge_pages(query: Query, kind: EdgeKind, page: int) -> Iterator[list[GraphEdge]]:
+    """Edges of ``kind`` ``page`` at a time in rowid order: SQLite's order for ``edges(kind)``
+    (its plan walks the ``(kind, rowid)`` index, or the table, both in rowid order)."""
+    rows = keyset_pages(
+        query, f"SELECT {EDGE_COLUMNS}, rowid FROM e2rag_edges", filters(kind=kind),
+        ("rowid",), page, lambda row: (row[6],),
+    )
+    return ([row_edge(r) for r in batch] for batch in rows)
+
+
 def keyset_pages(
     query: Query,
     select: str,

@@ -358,6 +358,11 @@ class SQLGraphStore:
         """``edges`` a page at a time (keyset pages in key order, ``sql_pages``)."""
         return edge_pages(self._query, kind, doc_id, page)
 
+    def scan_edges_listed(self, kind: EdgeKind, page: int = PAGE) -> Iterator[list[GraphEdge]]:
+        """``edges(kind)`` in its order, a page at a time: the whole list where the database
+        gives no order to page in (PostgreSQL: heap order, unspecified); SQLite pages."""
+        return pages(self.edges(kind), page)
+
     def story_neighbors(self, node: GraphNode, before: int, after: int) -> list[GraphNode]:
         """Up to ``before`` nodes of the same kind just before ``node`` and ``after`` just after,
         in story order (``node`` excluded)."""

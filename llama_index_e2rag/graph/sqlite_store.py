@@ -13,13 +13,16 @@ import os
 import sqlite3
 import weakref
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from llama_index_e2rag.errors import DamagedFileError, StoreDamagedError
 from llama_index_e2rag.disk.files import atomic_replace
 from llama_index_e2rag.disk.scratch import make_scratch_dir, remove_scratch_dir
+from llama_index_e2rag.graph.base import PAGE
+from llama_index_e2rag.graph.sql_pages import rowid_edge_pages
 from llama_index_e2rag.graph.sql_rows import ORDER
 from llama_index_e2rag.graph.sql_store import SQLGraphStore
+from llama_index_e2rag.schema import EdgeKind, GraphEdge
 
 #: Prefix of a temporary graph's private folder (a killed build's is swept by the next one).
 SCRATCH_PREFIX = "e2rag-graph-"
@@ -49,6 +52,10 @@ class SQLiteGraphStore(SQLGraphStore):
     def is_temporary(self) -> bool:
         """True until the graph has a file of its own (before the first persist)."""
         return self._temp_dir is not None
+
+    def scan_edges_listed(self, kind: EdgeKind, page: int = PAGE) -> Iterator[list[GraphEdge]]:
+        """``edges(kind)`` in its (rowid) order, a page at a time."""
+        return rowid_edge_pages(self._query, kind, page)
 
     def describe(self) -> str:
         return "the in-memory e2rag graph" if self.is_temporary else f"graph database {self.path}"

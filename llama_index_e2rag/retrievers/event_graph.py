@@ -45,12 +45,12 @@ from llama_index_e2rag.extract.event_graph.prompts import (
     draft_of,
     parse_decomposition,
 )
+from llama_index_e2rag.graph.base import pages
 from llama_index_e2rag.graph.node_rows import NodeRows, docs_of, ids_of, prefetch, take
 from llama_index_e2rag.modes import layer_missing_python
 from llama_index_e2rag.ranking.event_graph import (
     Aligned,
     EventGraphView,
-    Link,
     Matched,
     Path,
     align_entities,
@@ -113,21 +113,21 @@ class _Chunk:
 
 def _build(stores: Stores, state: Hashable) -> EventGraphView:
     """The view of this content state: read from its persisted model (``event_graph_file``),
-    else derived from the graph and persisted for the next process; its searches exact, or
-    through the HNSW graphs saved beside it (``event_graph_file.searches``)."""
+    else derived from the graph and persisted for the next process; either way its nodes are
+    read when a query uses them, its searches exact, or through the HNSW graphs saved beside it
+    (``event_graph_file.searches``)."""
     key = event_graph_file.content_key(stores, state)
-    stored = event_graph_file.read(stores, key)
-    if stored is not None:
-        view = _view(stores, stored)
-    else:
-        view, links = _derive(stores)
-        event_graph_file.write(stores, key, event_graph_file.encode(view, links))
+    data = event_graph_file.read(stores, key)
+    if data is None:
+        data = _derive(stores)
+        event_graph_file.write(stores, key, data)
+    view = _view(stores, data)
     view.entity_search, view.event_search = event_graph_file.searches(stores, view)
     return view
 
 
 def _view(stores: Stores, data: dict[str, Any]) -> EventGraphView:
-    """The view of a persisted model: nodes are read from the graph when a query uses them."""
+    """The view of a model: nodes are read from the graph when a query uses them."""
     entities = NodeRows(data["entities"], data["entity_docs"], stores.graph.get_nodes)
     events = NodeRows(data["events"], data["event_docs"], stores.graph.get_nodes)
     return EventGraphView(
@@ -141,37 +141,38 @@ def _view(stores: Stores, data: dict[str, Any]) -> EventGraphView:
     )
 
 
-def _derive(stores: Stores) -> tuple[EventGraphView, list[Link]]:
-    """Read entities, events (``graph_event`` nodes, else the ``event`` nodes lifted to an
-    entity), participation and the entity links from the whole graph."""
+def _derive(stores: Stores) -> dict[str, Any]:
+    """The model (``event_graph_file.encode``) from the whole graph: entities, events
+    (``graph_event`` nodes, else the ``event`` nodes lifted to an entity), participation and
+    the entity links. Events and edges are read a page at a time, in the order the graph lists
+    them (the links' order is the order tied paths are listed in), and only their ids kept: a
+    million-word story's 140k events and 1.2M edges are never in memory at once."""
     graph = stores.graph
     entities = sort_by_position(fused_entities(graph))
     row = {e.id: i for i, e in enumerate(entities)}
     participates = [
-        e for e in graph.edges(EdgeKind.PARTICIPATES)
+        (e.source, e.target, e.attrs.get("event_graph") == "lifted")
+        for page in graph.scan_edges_listed(EdgeKind.PARTICIPATES) for e in page
         if e.source in row and e.attrs.get("event_graph") in ("lifted", "extracted")
     ]
-    events = sort_by_position(graph.nodes(NodeKind.GRAPH_EVENT))
-    if not events:
-        lifted = sorted({e.target for e in participates if e.attrs.get("event_graph") == "lifted"})
-        events = sort_by_position(n for n in graph.get_nodes(lifted) if n.kind == NodeKind.EVENT)
-    event_ids = {e.id for e in events}
+    placed = [(n.pos, n.id, n.doc_id)
+              for page in graph.scan_nodes(NodeKind.GRAPH_EVENT) for n in page]
+    if not placed:
+        lifted = sorted({target for _, target, was_lifted in participates if was_lifted})
+        placed = [(n.pos, n.id, n.doc_id) for ids in pages(lifted)
+                  for n in graph.get_nodes(ids) if n.kind == NodeKind.EVENT]
+    events = [(event_id, doc_id) for _, event_id, doc_id in sorted(placed)]
+    event_ids = {event_id for event_id, _ in events}
     participants: dict[str, list[str]] = {}
-    for edge in participates:
-        if edge.target in event_ids:
-            participants.setdefault(edge.target, []).append(edge.source)
+    for source, target, _ in participates:
+        if target in event_ids:
+            participants.setdefault(target, []).append(source)
     participants = {k: sorted(set(v), key=row.__getitem__) for k, v in participants.items()}
-    ids = list(row)
-    links = entity_links(ids, graph.edges(EdgeKind.CO_MENTION) + graph.edges(EdgeKind.INSTANCE_OF))
-    view = EventGraphView(
-        entities=entities,
-        entity_vectors=stores.matrix(entities),
-        events=events,
-        event_vectors=stores.matrix(events),
-        participants=participants,
-        graph=link_graph(ids, links),
-    )
-    return view, links
+    links = entity_links(row, (
+        edge for kind in (EdgeKind.CO_MENTION, EdgeKind.INSTANCE_OF)
+        for page in graph.scan_edges_listed(kind) for edge in page
+    ))
+    return event_graph_file.encode(entities, events, participants, links)
 
 
 _VIEW: StateCache[EventGraphView] = StateCache(_build)

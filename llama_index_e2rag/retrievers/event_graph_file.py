@@ -14,11 +14,12 @@ beside the model (``vectors.nearest_graph``), updated by a write.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from llama_index_e2rag.extract.event_graph.entities import NameForms
-from llama_index_e2rag.graph.node_rows import docs_of, ids_of
+from llama_index_e2rag.extract.event_graph.entities import NameForms, name_forms
+from llama_index_e2rag.graph.node_rows import ids_of
 from llama_index_e2rag.ranking.event_graph import EventGraphView, Link
+from llama_index_e2rag.schema import GraphNode
 from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.vectors.nearest import NearestRows
@@ -32,17 +33,24 @@ MODEL = read_model_file.ReadModel(EVENT_GRAPH_FILE, FORMAT)
 content_key, write = MODEL.content_key, MODEL.write
 
 
-def encode(view: EventGraphView, links: list[Link]) -> dict[str, Any]:
-    """The view without its vectors and nodes, as JSON values."""
-    assert view.forms is not None  # set by the view itself
+def encode(
+    entities: Sequence[GraphNode],
+    events: Sequence[tuple[str, str]],
+    participants: dict[str, list[str]],
+    links: list[Link],
+) -> dict[str, Any]:
+    """The model as JSON values: the entities (row order) with their name forms, the events'
+    ``(id, doc id)`` in row order, who takes part in each event, the entity links in order."""
     return {
-        "entities": list(ids_of(view.entities)),
-        "entity_docs": list(docs_of(view.entities)),
-        "events": list(ids_of(view.events)),
-        "event_docs": list(docs_of(view.events)),
-        "participants": view.participants,
+        "entities": [e.id for e in entities],
+        "entity_docs": [e.doc_id for e in entities],
+        "events": [event_id for event_id, _ in events],
+        "event_docs": [doc_id for _, doc_id in events],
+        "participants": participants,
         "links": [list(link) for link in links],
-        "forms": [[f.entity_type, sorted(f.exact), sorted(f.short)] for f in view.forms],
+        "forms": [
+            [f.entity_type, sorted(f.exact), sorted(f.short)] for f in map(name_forms, entities)
+        ],
     }
 
 

@@ -10,10 +10,11 @@ per content state (``passage_file``), so only the first process after a write de
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Hashable
+from typing import Any, Hashable, Iterator
 
 import numpy as np
 
+from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.retrievers.filters import DocScope
 from llama_index_e2rag.stores.lexical import LexicalIndex
 from llama_index_e2rag.ranking.passages import PassageTable, build_table, name_words
@@ -52,9 +53,9 @@ def _build(stores: Stores, state: Hashable) -> NarrativeState:
     if stored is not None:
         table, metadata = passage_file.decode(stored, stores.matrix(passages))
     else:
-        table = build_table(
-            passages, stores.matrix(passages), graph.nodes(NodeKind.MENTION),
-            graph.nodes(NodeKind.EVENT),
+        table = build_table(  # mentions and events a page at a time, in story order
+            passages, stores.matrix(passages), _scanned(graph, NodeKind.MENTION),
+            _scanned(graph, NodeKind.EVENT),
         )
         metadata = chunk_metadata(stores, (p.chunk_id for p in passages))
         passage_file.write(stores, key, passage_file.encode(table, metadata))
@@ -62,6 +63,11 @@ def _build(stores: Stores, state: Hashable) -> NarrativeState:
     if lexical.ids != table.ids:  # the graph changed between the two reads: align them
         lexical = LexicalIndex.build(table.ids, [p.text for p in passages])
     return NarrativeState(state, table, lexical, tuple(passages), metadata)
+
+
+def _scanned(graph: GraphStore, kind: NodeKind) -> Iterator[GraphNode]:
+    """The nodes of ``kind`` as ``graph.nodes`` lists them, read a page at a time."""
+    return (node for page in graph.scan_nodes(kind) for node in page)
 
 
 _CACHE: StateCache[NarrativeState] = StateCache(_build)

@@ -24,6 +24,13 @@ from llama_index_e2rag.vectors import nearest, nearest_graph
 from llama_index_e2rag.vectors.base import VectorHit
 
 
+def _opened(stores: Stores, kind: str) -> tuple[list[str], nearest.NearestRows]:
+    """``kind``'s ids and search: its saved graph, updated or built (and saved) if needed."""
+    ids, matrix = stores.vectors.kind_matrix(kind)  # type: ignore[attr-defined]
+    path = read_model_file.model_path(stores, f"kind-{kind}.hnsw")
+    return ids, nearest_graph.open_nearest(matrix, ids, path)
+
+
 class _KindSearches:
     """The searches of one content state, each kind's built on first use."""
 
@@ -35,9 +42,7 @@ class _KindSearches:
     def of(self, kind: str) -> tuple[list[str], nearest.NearestRows]:
         with self._lock:
             if kind not in self._kinds:
-                ids, matrix = self._stores.vectors.kind_matrix(kind)  # type: ignore[attr-defined]
-                path = read_model_file.model_path(self._stores, f"kind-{kind}.hnsw")
-                self._kinds[kind] = (ids, nearest_graph.open_nearest(matrix, ids, path))
+                self._kinds[kind] = _opened(self._stores, kind)
             return self._kinds[kind]
 
 
@@ -62,8 +67,11 @@ def search(
 
 
 def save_read_models(stores: Stores) -> None:
-    """Build (and save) the graph of every large kind of the stores' current content now."""
+    """Build (and save) the graph of every large kind of the stores' current content now, one
+    kind at a time: each graph and the vector pages read for it are let go before the next
+    (``read_model_file.save_now``), and a query reads the saved graph back."""
     with stores.reading():
         for kind in NodeKind:
             if large(stores, kind.value):
-                _SEARCHES.get(stores).of(kind.value)
+                _opened(stores, kind.value)
+                stores.release_pages()

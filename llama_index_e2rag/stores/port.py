@@ -39,7 +39,7 @@ import numpy as np
 from llama_index.core.schema import TextNode
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 
-from llama_index_e2rag.graph.base import DocRows, GraphStore, pages
+from llama_index_e2rag.graph.base import PAGE, DocRows, GraphStore, pages
 from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.lexical import LEXICAL_FORMAT, LexicalIndex, content_key
 from llama_index_e2rag.stores.locks import StoreLocks
@@ -195,19 +195,27 @@ class Stores:
         return self.matrix_of([n.id for n in nodes])
 
     def matrix_of(self, ids: Sequence[str]) -> np.ndarray:
-        """Rows of unit vectors aligned with node ``ids``; an id without a vector gets zeros."""
+        """Rows of unit vectors aligned with node ``ids``; an id without a vector gets zeros.
+
+        The embedded store fills the result from its segments directly; any other store is
+        read a page of ids at a time into the one result, so a story's whole kind (140k events
+        at a million words) is never held twice, as a dict of rows and the matrix."""
         source = self.vector_copy if self.vector_copy is not None else self.vectors
         aligned = getattr(source, "matrix_of", None)  # the embedded store's, vectorised
         if aligned is not None:
             return aligned(list(ids))
-        found = self.embeddings(ids)
-        dim = len(next(iter(found.values()))) if found else 0
-        out = np.zeros((len(ids), dim), dtype=np.float32)
-        for row, node_id in enumerate(ids):
-            vector = found.get(node_id)
-            if vector is not None:
-                out[row] = vector
-        return out
+        out: Optional[np.ndarray] = None
+        for start in range(0, len(ids), PAGE):
+            page = ids[start : start + PAGE]
+            found = self.embeddings(page)
+            if found and out is None:
+                dim = len(next(iter(found.values())))
+                out = np.zeros((len(ids), dim), dtype=np.float32)
+            for row, node_id in enumerate(page, start=start):
+                vector = found.get(node_id)
+                if vector is not None:
+                    out[row] = vector  # type: ignore[index]
+        return out if out is not None else np.zeros((len(ids), 0), dtype=np.float32)
 
     def similarities(self, query: Sequence[float], ids: Sequence[str]) -> dict[str, float]:
         """Cosine of ``query`` with the stored vectors of ``ids`` (those that have one)."""
@@ -219,6 +227,14 @@ class Stores:
         q = q / (np.linalg.norm(q) or 1.0)
         scores = np.stack([found[k] for k in keys]) @ q
         return dict(zip(keys, (float(s) for s in scores)))
+
+    def release_pages(self) -> None:
+        """Let go of the vector file pages reads have brought into this process's memory
+        (``EmbeddedVectors.release``), once a read of whole kinds is done with them."""
+        for storage in self._vector_storages():
+            release = getattr(storage, "release", None)
+            if release is not None:
+                release()
 
     def get_chunks(self, ids: Sequence[str]) -> list[TextNode]:
         """Chunk ``TextNode``s in the order asked, skipping unknown ids."""

@@ -42,6 +42,8 @@ class Stores(Protocol):
 
     def reading(self) -> ContextManager[None]: ...
 
+    def release_pages(self) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +121,12 @@ class ReadModel:
 
 def save_now(stores: Stores, cache: StateCache[Any]) -> None:
     """Build (read or derive, and persist) ``cache``'s read model of the stores' current content
-    now: ``e2rag index`` after its write, so the next process's first query only reads it."""
+    now: ``e2rag index`` after its write, so the next process's first query only reads it.
+
+    The model is not kept, nor the vector pages read for it (``Stores.release_pages``): the
+    saving process goes on to the next model or exits, so a build's peak memory is one model's,
+    not the sum of all; a later query in this process reads the saved file back."""
     with stores.reading():
         cache.get(stores)
+    cache.drop(stores)
+    stores.release_pages()

@@ -58,3 +58,8 @@ class StateCache(Generic[T]):
             with self._lock:
                 self._values[stores] = (state, built)
         return built
+
+    def drop(self, stores: Versioned) -> None:
+        """Forget what was built for ``stores`` (the next ``get`` builds again)."""
+        with self._lock:
+            self._values.pop(stores, None)

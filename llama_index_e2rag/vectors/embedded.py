@@ -11,6 +11,10 @@ deleted rows. ``persist`` writes and fsyncs new files, then atomically replaces 
 killed process leaves the old or the new state. Unreferenced files are deleted afterwards. The
 manifest keeps each file's size and CRC-32 (zlib, ~7 GB/s here), checked when the folder is
 opened, so a truncated, damaged or missing file is named instead of searched.
+
+Unsaved rows are held ``TAIL_ROWS`` per segment, full segments in a private temporary folder
+(not part of any state), so adding a million-word story (600k vectors, 0.9 GB) before its first
+save holds about a segment per kind in memory; a save writes them page by page.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import json
 import os
 import threading
 import uuid
+import weakref
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
 from llama_index_e2rag.disk.checksums import file_sum
+from llama_index_e2rag.disk.scratch import make_scratch_dir, remove_scratch_dir
 from llama_index_e2rag.errors import DamagedVectorsError, VectorStoreError
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord
 
@@ -33,6 +39,15 @@ FORMAT, VERSION = "e2rag-vectors", 1
 MANIFEST, PREFIX = "vectors.json", "vectors-"
 #: A kind is compacted into one segment past this share of deleted rows or this many segments.
 MAX_DEAD_SHARE, MAX_SEGMENTS = 0.2, 16
+#: Rows of an unsaved segment: a longer add goes on in a new one, and the full one moves to a
+#: temporary file (``_spill``), so an add holds about one segment per kind in memory, not the
+#: story's every vector until the save (600k, 0.9 GB at a million words); a persist writes
+#: consecutive unsaved segments as one file.
+TAIL_ROWS = 16_384
+#: Prefix of the private folder of spilled segments (a killed build's is swept by the next).
+SPILL_PREFIX = "e2rag-vectors-"
+#: Rows written to a segment file per write (never the whole kind as one array).
+WRITE_ROWS = 4096
 #: float32 scores pick candidates within this margin of the k-th best; float64 then ranks them.
 _SLACK = 1e-5
 _ROW_BITS = 32  # an id's location is one int, segment serial << 32 | row: no GC-tracked tuples
@@ -43,7 +58,8 @@ class _Segment:
     """Rows of one kind. Rows below ``n`` never change, so readers use them unlocked; deleting
     swaps ``alive`` for an edited copy. Only an unsaved segment (``name`` None) grows."""
 
-    __slots__ = ("vectors", "ids", "docs", "alive", "n", "name", "dead_file", "dirty", "serial")
+    __slots__ = ("vectors", "ids", "docs", "alive", "n", "name", "dead_file", "dirty", "serial",
+                 "spill")
 
     def __init__(self, vectors: np.ndarray, ids: list[str], docs: list[str],
                  alive: Optional[np.ndarray] = None, name: Optional[str] = None,
@@ -52,6 +68,7 @@ class _Segment:
         self.alive = np.ones(self.n, bool) if alive is None else alive
         self.name, self.dead_file, self.dirty = name, dead_file, False
         self.serial = next(_SERIALS)
+        self.spill: Optional[Path] = None  # the temporary file of a full unsaved segment
 
     def live(self) -> int:
         return int(np.count_nonzero(self.alive[: self.n]))
@@ -63,7 +80,8 @@ class _Segment:
             self.vectors, self.alive = vectors, np.ones(need, bool)
         else:
             if need > len(self.vectors):
-                grown = np.empty((max(need, 2 * self.n), vectors.shape[1]), np.float32)
+                rows = max(need, min(2 * self.n, TAIL_ROWS))
+                grown = np.empty((rows, vectors.shape[1]), np.float32)
                 alive = np.ones(len(grown), bool)
                 grown[: self.n], alive[: self.n] = self.vectors[: self.n], self.alive[: self.n]
                 self.vectors, self.alive = grown, alive
@@ -79,11 +97,39 @@ class _Segment:
 
 
 def _merged(group: Sequence[_Segment]) -> _Segment:
-    """One unsaved segment with the live rows of ``group``, in order."""
+    """One unsaved segment with the ids of the live rows of ``group``, in order; its vectors
+    are only written (``_write_segment``), never gathered into one array."""
     rows = [np.flatnonzero(seg.alive[: seg.n]) for seg in group]
-    return _Segment(np.concatenate([seg.vectors[r] for seg, r in zip(group, rows)]),
+    return _Segment(np.empty((0, group[0].vectors.shape[1]), np.float32),
                     [seg.ids[i] for seg, r in zip(group, rows) for i in r.tolist()],
                     [seg.docs[i] for seg, r in zip(group, rows) for i in r.tolist()])
+
+
+def _write_rows(path: Path, group: Sequence[_Segment]) -> None:
+    """The live rows of ``group``, in order, as one new ``.npy`` file (fsynced): the bytes
+    ``np.save`` writes for their concatenation, ``WRITE_ROWS`` rows at a time."""
+    rows = [np.flatnonzero(seg.alive[: seg.n]) for seg in group]
+    dim = group[0].vectors.shape[1]
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+              "fortran_order": False, "shape": (sum(len(r) for r in rows), dim)}
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        for seg, live in zip(group, rows):
+            whole, source = len(live) == seg.n, _source(seg)
+            for start in range(0, len(live), WRITE_ROWS):
+                part = (source[start : min(start + WRITE_ROWS, seg.n)] if whole
+                        else source[live[start : start + WRITE_ROWS]])
+                f.write(np.ascontiguousarray(part, np.float32).data)
+            del source  # a mapping of our own: the pages read leave the process with it
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _source(seg: _Segment) -> np.ndarray:
+    """A segment's rows to copy from: a spilled one's through a new mapping of its private
+    file (the pages read go when it is dropped), any other's as they are (a saved segment's
+    file may already be deleted by another process's save: only its own mapping still reads)."""
+    return np.load(seg.spill, mmap_mode="r") if seg.spill is not None else seg.vectors
 
 
 def _synced(path: Path, content) -> None:
@@ -114,10 +160,11 @@ def _check_file(path: Path, expected: Optional[list[int]]) -> None:
         raise ValueError(f"{path} does not match its checksum (truncated or damaged)")
 
 
-def _write_segment(folder: Path, seg: _Segment) -> str:
-    """Write a segment's rows and ids to new files; returns their common name."""
+def _write_segment(folder: Path, seg: _Segment, group: Sequence[_Segment]) -> str:
+    """Write to new files the live rows of ``group`` and ``seg``'s ids (theirs: ``seg`` is
+    ``group``'s one segment, all live, or ``_merged(group)``); returns the files' common name."""
     name = f"{PREFIX}{uuid.uuid4().hex}"
-    _synced(folder / f"{name}.npy", seg.vectors[: seg.n])
+    _write_rows(folder / f"{name}.npy", group)
     _synced(folder / f"{name}.json",
             json.dumps({"ids": seg.ids[: seg.n], "doc_ids": seg.docs[: seg.n]}).encode())
     return name
@@ -142,6 +189,7 @@ class EmbeddedVectors:
         self.damaged: list[str] = []
         #: segment name -> checksums of its files, so a persist hashes only new files
         self._known_crcs: dict[str, dict] = {}
+        self._spill_dir: Optional[Path] = None  # private, temporary; removed with the storage
 
     @classmethod
     def open(cls, folder: Path, salvage: bool = False) -> "EmbeddedVectors":
@@ -282,13 +330,32 @@ class EmbeddedVectors:
                 by_kind.setdefault(r.kind, []).append(i)
             for kind, rows in by_kind.items():
                 segments = self._kinds.setdefault(kind, [])
-                if not segments or segments[-1].name is not None:
-                    segments.append(_Segment(np.empty((0, matrix.shape[1]), np.float32), [], []))
-                tail, start = segments[-1], segments[-1].n
-                tail.append(matrix[rows], [latest[i].id for i in rows],
-                            [latest[i].doc_id for i in rows])
-                self._locate(tail, np.arange(start, tail.n))
+                while rows:
+                    if not segments or segments[-1].name is not None or (
+                            segments[-1].n >= TAIL_ROWS):
+                        segments.append(
+                            _Segment(np.empty((0, matrix.shape[1]), np.float32), [], []))
+                    tail, start = segments[-1], segments[-1].n
+                    now, rows = rows[: TAIL_ROWS - start], rows[TAIL_ROWS - start :]
+                    tail.append(matrix[now], [latest[i].id for i in now],
+                                [latest[i].doc_id for i in now])
+                    self._locate(tail, np.arange(start, tail.n))
+                    if tail.n == TAIL_ROWS:
+                        self._spill(tail)
             self.dim = matrix.shape[1]
+
+    def _spill(self, seg: _Segment) -> None:
+        """Move a full unsaved segment's rows to a file of a private temporary folder and map
+        them (the same rows: readers holding the old array read the same numbers). Nothing of
+        the store depends on the file: a persist writes the rows to the store's folder."""
+        if self._spill_dir is None:
+            folder, lock = make_scratch_dir(SPILL_PREFIX)  # a killed build's: swept later
+            self._spill_dir = Path(folder)
+            weakref.finalize(self, remove_scratch_dir, folder, lock)
+        seg.spill = self._spill_dir / f"{uuid.uuid4().hex}.npy"
+        with open(seg.spill, "wb") as f:
+            np.save(f, seg.vectors[: seg.n])
+        seg.vectors = np.load(seg.spill, mmap_mode="r")
 
     async def aadd(self, records: Sequence[VectorRecord]) -> None:
         self.add(records)
@@ -386,6 +453,18 @@ class EmbeddedVectors:
         matrix.flags.writeable = False
         return ids, matrix
 
+    def release(self) -> None:
+        """Map the saved segments' files again, so the pages reads brought in leave this
+        process's resident memory (they stay in the page cache; a reader holding a view keeps
+        its old mapping). A derivation reading every vector of a kind is then not counted in
+        the process's memory after it, nor are several kinds read one after the other."""
+        with self._lock:
+            if self._folder is None:
+                return
+            for seg in (seg for segments in self._kinds.values() for seg in segments):
+                if seg.name is not None:
+                    seg.vectors = np.load(self._folder / f"{seg.name}.npy", mmap_mode="r")
+
     def count(self, kind: Optional[str] = None) -> int:
         with self._lock:
             kinds = self._kinds.values() if kind is None else [self._kinds.get(kind, [])]
@@ -411,13 +490,18 @@ class EmbeddedVectors:
         rewritten O(log n) times and a small change costs about its own size."""
         plan = {}
         for kind, segments in self._kinds.items():
-            groups = [[seg] for seg in segments if seg.live()]
-            dead = sum(seg.n - seg.live() for [seg] in groups)
+            groups: list[list[_Segment]] = []
+            for seg in (seg for seg in segments if seg.live()):
+                if groups and seg.name is None and groups[-1][-1].name is None:
+                    groups[-1].append(seg)  # unsaved segments: one file, as if one segment
+                else:
+                    groups.append([seg])
+            dead = sum(seg.n - seg.live() for group in groups for seg in group)
             if not groups:
                 continue
             if (not incremental or len(groups) > MAX_SEGMENTS
-                    or dead > MAX_DEAD_SHARE * sum(seg.n for [seg] in groups)):
-                groups = [[seg for [seg] in groups]]
+                    or dead > MAX_DEAD_SHARE * sum(seg.n for group in groups for seg in group)):
+                groups = [[seg for group in groups for seg in group]]
             elif groups[-1][0].name is None:
                 while len(groups) > 1 and (sum(s.live() for s in groups[-2])
                                            <= sum(s.live() for s in groups[-1])):
@@ -457,8 +541,8 @@ class EmbeddedVectors:
                     if len(group) > 1 or (fresh and seg.live() < seg.n):
                         seg = _merged(group)
                     if seg.name is None or not incremental:
-                        written[seg] = _write_segment(folder, seg)
-                        if seg is not group[0]:  # no reader has it: drop the merged copy now
+                        written[seg] = _write_segment(folder, seg, group)
+                        if seg is not group[0]:  # no reader has it: its rows are the file's
                             seg.vectors = np.load(folder / f"{written[seg]}.npy", mmap_mode="r")
                     elif seg.dirty:
                         dead_files[seg] = f"{seg.name}.{uuid.uuid4().hex[:8]}.dead.npy"
@@ -481,17 +565,26 @@ class EmbeddedVectors:
             for seg, name in written.items():
                 seg.vectors = np.load(folder / f"{name}.npy", mmap_mode="r")
                 seg.name, seg.dead_file, seg.dirty = name, None, False
+            for seg in (seg for segments in self._kinds.values() for seg in segments):
+                if seg.spill is not None:  # saved now (or all deleted): its file is not needed
+                    _unlink(seg.spill)
+                    seg.spill = None
             for seg, dead_file in dead_files.items():
                 seg.dead_file, seg.dirty = dead_file, False
             if any(kinds.get(kind) != segments for kind, segments in self._kinds.items()):
-                self._where = None
+                self._where, self._segments = None, {}  # no location keeps a merged-away one
             self._kinds, self._folder, self._state = kinds, folder, state
             self._known_crcs = {e["name"]: self._known_crcs[e["name"]] for e in entries}
             keep = {f"{e['name']}{ext}" for e in entries for ext in (".npy", ".json")}
             keep |= {e["dead"] for e in entries if e["dead"]}
             for path in folder.iterdir():
                 if path.name.startswith(PREFIX) and path.name not in keep:
-                    try:
-                        path.unlink()
-                    except OSError:  # e.g. still mapped on Windows: the next persist retries
-                        pass
+                    _unlink(path)  # on failure (still mapped on Windows) the next one retries
+
+
+def _unlink(path: Path) -> None:
+    """Delete a file no state names any more; one still mapped (Windows) stays for later."""
+    try:
+        path.unlink()
+    except OSError:
+        pass

@@ -35,3 +35,21 @@ def test_scans_page_through_what_the_plain_reads_give(make_store: MakeStore, see
                 key=str,
             )
             assert len(set(scanned)) == len(scanned)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_listed_scans_keep_the_order_the_whole_read_lists(make_store: MakeStore, seed: int) -> None:
+    """Edges written in an order other than their keys' come back page by page in the order
+    ``edges(kind)`` lists them (the order ``event_graph``'s entity links depend on)."""
+    rng = random.Random(seed)
+    store = make_store()
+    for doc in ("a", "b", "a"):  # "a" twice: its rewritten edges follow "b"'s
+        nodes, edges = random_graph(rng, doc)
+        rng.shuffle(edges)
+        store.replace_doc(doc, 0 if doc == "a" else 1, nodes, edges)
+    page = rng.randint(1, 7)
+    for kind in (EdgeKind.CO_MENTION, EdgeKind.PARTICIPATES):
+        pages = list(store.scan_edges_listed(kind, page=page))
+        assert all(0 < len(p) <= page for p in pages)
+        listed = [(e.source, e.target, e.kind, e.role, e.doc_id) for e in store.edges(kind)]
+        assert [(e.source, e.target, e.kind, e.role, e.doc_id) for p in pages for e in p] == listed

@@ -96,3 +96,35 @@ def test_after_random_inserts_and_deletes_bm25_equals_a_rebuild(tmp_path: Path) 
             load(tmp_path).stores.lexical()
         reopened = load(tmp_path)
         _assert_equal(reopened.stores.lexical(), _rebuilt(reopened))
+
+
+def test_a_matrix_reads_one_page_of_vectors_at_a_time(monkeypatch) -> None:
+    """``Stores.matrix_of`` asks the vector storage for at most a page of ids per read (a
+    story's whole kind is never held twice) and gives what one whole read gives: rows aligned
+    with the ids, zeros for an id without a vector."""
+    from llama_index.core.storage.docstore import SimpleDocumentStore
+
+    from llama_index_e2rag.graph import NetworkXGraphStore
+    from llama_index_e2rag.vectors.base import VectorRecord
+    from llama_index_e2rag.vectors.embedded import EmbeddedVectors
+
+    rng = np.random.default_rng(0)
+    storage = EmbeddedVectors()
+    storage.add([VectorRecord(f"n{i}", ("event", "mention")[i % 2], "d", "t",
+                              rng.standard_normal(8).astype(np.float32)) for i in range(60)])
+    ids = [f"n{i}" for i in rng.permutation(60).tolist()] + ["unknown", "n3", "gone"]
+    whole = storage.get_embeddings(ids)
+    expected = np.stack([whole.get(i, np.zeros(8, np.float32)) for i in ids])
+    stores = port.Stores(NetworkXGraphStore(), storage, SimpleDocumentStore())
+    assert np.array_equal(stores.matrix_of(ids), expected)  # the embedded store's aligned read
+    # any other store (without ``matrix_of``) is read a page at a time
+    monkeypatch.setattr(storage, "matrix_of", None)
+    asked: list[int] = []
+    read = storage.get_embeddings
+    monkeypatch.setattr(storage, "get_embeddings", lambda page: asked.append(len(page)) or read(
+        page))
+    monkeypatch.setattr(port, "PAGE", 7)
+    assert np.array_equal(stores.matrix_of(ids), expected)
+    assert max(asked) <= 7 and sum(asked) == len(ids)
+    assert stores.matrix_of(["unknown"]).shape == (1, 0)
+

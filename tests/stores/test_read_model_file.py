@@ -62,3 +62,25 @@ def test_a_damaged_missing_or_other_model_is_derived_and_written_again(
         lambda: ranking(load_index(store, embed_model=minilm), mode=mode),
         lambda: forbid(monkeypatch, module, derive, f"the {mode} view was derived"),
     )
+
+
+def test_saving_a_model_keeps_neither_it_nor_the_vector_pages_read_for_it(
+    store: Path, minilm, tmp_path: Path
+) -> None:
+    """``save_now`` (what ``e2rag index`` calls per model) writes the model, then forgets it and
+    has the stores let go of the vector pages: a build's peak is one model's, not the sum; a
+    query after it reads the saved file back."""
+    import shutil
+
+    from llama_index_e2rag.stores.read_model_file import save_now
+    from llama_index_e2rag.stores.state_cache import StateCache
+
+    copy = Path(shutil.copytree(store, tmp_path / "store"))
+    stores = load_index(copy, embed_model=minilm).stores
+    built, released = [], []
+    cache = StateCache(lambda stores, state: built.append(state) or object())
+    stores.release_pages = lambda: released.append(1)  # type: ignore[method-assign]
+    save_now(stores, cache)
+    assert built and released == [1]
+    cache.get(stores)
+    assert len(built) == 2  # not kept: built (here: read back) again

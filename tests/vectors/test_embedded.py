@@ -418,3 +418,70 @@ def test_readers_never_see_half_an_add():
         thread.join()
     assert not failures
     assert store.count("event") == 400 and store.count("mention") == 50
+
+
+def test_release_maps_the_saved_files_again_and_changes_no_result(tmp_path):
+    """``release`` swaps each saved segment's mapping for a new one of the same file (the
+    pages reads brought in leave the process); an unsaved segment keeps its rows."""
+    rng = np.random.default_rng(22)
+    store = EmbeddedVectors()
+    store.add(records(rng, 300))
+    store.persist(tmp_path)
+    store.add(records(rng, 5, start=1000))
+    before, saved = snapshot(store), {}
+    for kind in KINDS:
+        for seg in store._kinds[kind]:
+            saved[seg] = seg.vectors
+    store.release()
+    for seg, vectors in saved.items():
+        assert (seg.vectors is vectors) == (seg.name is None)
+        assert np.array_equal(seg.vectors, vectors)
+    assert any(seg.name is None for seg in saved) and any(seg.name for seg in saved)
+    assert snapshot(store) == before
+    EmbeddedVectors().release()  # nothing saved: nothing to do
+
+
+def test_a_long_add_is_held_in_bounded_segments_and_saved_as_one_file(tmp_path, monkeypatch):
+    """An add longer than ``TAIL_ROWS`` goes on in new unsaved segments (no buffer holding the
+    whole kind is ever grown and copied), each full one moved to a temporary file, so memory
+    holds about one segment per kind; a persist writes them, deletions left out, as one
+    file per kind with the bytes ``np.save`` gives their concatenation, a few rows per write
+    and without concatenating them; results are those of one segment."""
+    monkeypatch.setattr(embedded, "TAIL_ROWS", 10)
+    monkeypatch.setattr(embedded, "WRITE_ROWS", 3)
+    rng = np.random.default_rng(21)
+    store, live = EmbeddedVectors(), {}
+    for start in range(0, 95, 7):  # pages of 7 rows, like a commit's pages of records
+        page = records(rng, 7, start=start)
+        store.add(page)
+        live.update((r.id, r) for r in page)
+    store.delete_ids(["n00004", "n00050"])
+    for gone in ("n00004", "n00050"):
+        live.pop(gone)
+    segments = [seg for kind in KINDS for seg in store._kinds[kind]]
+    assert len(segments) > len(KINDS) and all(len(seg.vectors) <= 10 for seg in segments)
+    full = [seg for seg in segments if seg.n == 10]  # moved to temporary files, mapped
+    assert full and all(isinstance(seg.vectors, np.memmap) and seg.spill.is_file() for seg in full)
+    assert all(seg.spill is None for seg in segments if seg.n < 10)
+    spilled = [seg.spill for seg in full]
+    expected = {kind: np.concatenate([seg.vectors[: seg.n][seg.alive[: seg.n]]
+                                      for seg in store._kinds[kind]]) for kind in KINDS}
+    assert_matches_brute_force(store, live, rng)
+    before = snapshot(store)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a persist concatenated a kind's rows")
+
+    monkeypatch.setattr(embedded.np, "concatenate", refuse)
+    store.persist(tmp_path)
+    monkeypatch.undo()
+    manifest = json.loads((tmp_path / MANIFEST).read_text())
+    assert sorted(e["kind"] for e in manifest["segments"]) == sorted(KINDS)
+    for entry in manifest["segments"]:
+        saved = tmp_path / f"{entry['name']}.npy"
+        np.save(tmp_path / "expected.npy", expected[entry["kind"]])
+        assert saved.read_bytes() == (tmp_path / "expected.npy").read_bytes()
+    (tmp_path / "expected.npy").unlink()
+    assert not any(path.exists() for path in spilled)  # saved: the temporary files are gone
+    assert snapshot(store) == before == snapshot(EmbeddedVectors.open(tmp_path))
+    assert_matches_brute_force(EmbeddedVectors.open(tmp_path), live, rng)
