@@ -43,7 +43,6 @@ DEFAULT_ALPHA = 0.5
 PAGE_ROWS = 8192
 
 
-
 def widened(rows: np.ndarray, dim: int) -> np.ndarray:
     """``rows`` with ``dim`` columns: a page of ids none of which has a vector has none."""
     return rows if rows.shape[1] == dim else np.zeros((len(rows), dim), np.float32)

@@ -283,13 +283,13 @@ def build_cache(stores: Stores, state: Hashable) -> NodeEmbeddingCache:
 
 def _weak_vectors(stores: Stores) -> Vectors:
     """``stores.matrix_of`` without keeping the stores alive (the cache is their value in a
-    ``StateCache``, weakly keyed by them)."""
+    ``StateCache``, weakly keyed by them); a cache kept past its index cannot read vectors."""
     ref = weakref.ref(stores)
 
     def vectors(ids: Sequence[str]) -> np.ndarray:
         found = ref()
         if found is None:
-            return np.zeros((len(ids), 0), np.float32)
+            raise ReferenceError("the index of this grounded cache was dropped; ask it again")
         return found.matrix_of(ids)
 
     return vectors
