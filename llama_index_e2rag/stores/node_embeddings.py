@@ -304,12 +304,15 @@ def save_read_model(stores: Stores) -> None:
 def _unit_groundings(
     units: np.ndarray, indptr: np.ndarray, indices: np.ndarray, groups: np.ndarray
 ) -> np.ndarray:
-    """Number of distinct text groups each unit is grounded in."""
-    owners = np.repeat(units, np.diff(indptr))
-    pairs = np.unique(np.stack([owners, groups[indices]]), axis=1) if len(indices) else None
+    """Number of distinct text groups each unit is grounded in: the distinct (unit, group)
+    pairs as one integer each (a 1-d unique takes half the time of one over pairs of columns:
+    ~0.5 s of the first query at 1M words)."""
     counts = np.zeros(int(units.max()) + 1 if len(units) else 0, dtype=np.int64)
-    if pairs is not None:
-        np.add.at(counts, pairs[0], 1)
+    if not len(indices):
+        return counts
+    width = int(groups.max()) + 1
+    pairs = np.unique(np.repeat(units, np.diff(indptr)) * width + groups[indices])
+    np.add.at(counts, pairs // width, 1)
     return counts
 
 
