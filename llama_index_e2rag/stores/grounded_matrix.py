@@ -25,7 +25,7 @@ from typing import Callable, Hashable, Iterable, Optional
 
 import numpy as np
 
-from llama_index_e2rag.disk.checksums import file_sum
+from llama_index_e2rag.disk.checksums import file_sum, stream_sum
 from llama_index_e2rag.disk.files import atomic_replace, atomic_write_text
 from llama_index_e2rag.stores import read_model_file
 
@@ -78,13 +78,14 @@ def load(path: Path, key: str, rows: int) -> Optional[np.ndarray]:
         if not isinstance(head, dict) or (head.get("key"), head.get("rows")) != (key, rows):
             return None
         dim = int(head["dim"])
-        if file_sum(path) != head["sum"] or path.stat().st_size != rows * dim * 4:
-            logger.warning("%s does not match its head; the grounded matrix is derived again",
-                           path)
-            return None
-        if not rows or not dim:
-            return np.zeros((rows, dim), np.float32)
-        return np.memmap(path, dtype="<f4", mode="r", shape=(rows, dim))
+        with open(path, "rb") as f:  # checked and mapped: the same file, whatever a rename does
+            if stream_sum(f) != head["sum"] or head["sum"][0] != rows * dim * 4:
+                logger.warning("%s does not match its head; the grounded matrix is derived again",
+                               path)
+                return None
+            if not rows or not dim:
+                return np.zeros((rows, dim), np.float32)
+            return np.memmap(f, dtype="<f4", mode="r", shape=(rows, dim))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         logger.info("%s is unreadable (%s); the grounded matrix is derived again", path, exc)
         return None
