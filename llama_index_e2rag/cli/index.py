@@ -187,7 +187,8 @@ def _save(index: "E2RAGIndex", store: Path, read_models: bool = False) -> None:
 
 def _save_read_models(index: "E2RAGIndex") -> None:
     """The read models of the content just written: the narrative mode's (passage table and
-    BM25 index) always, the event and sentence graph views when the store has their layer (else
+    BM25 index) always, the grounded mode's layout and node matrix (no matrix without mention
+    or event nodes), the event and sentence graph views when the store has their layer (else
     deriving them costs for nothing), the search graphs of the kinds too large for an exact scan
     (``stores.kind_search``)."""
     # deferred: llama-index and spaCy, like run's imports (the parser stays fast)
@@ -198,7 +199,7 @@ def _save_read_models(index: "E2RAGIndex") -> None:
     from llama_index_e2rag.retrievers import event_graph, passage_cache, sentence_graph
 
     # deferred: as above
-    from llama_index_e2rag.stores import kind_search
+    from llama_index_e2rag.stores import kind_search, node_embeddings
 
     # deferred: as above
     from llama_index_e2rag.context import document_file
@@ -206,6 +207,7 @@ def _save_read_models(index: "E2RAGIndex") -> None:
     passage_cache.save_read_model(index.stores)
     document_file.save_read_model(index.stores)
     kind_search.save_read_models(index.stores)
+    node_embeddings.save_read_model(index.stores)
     for builder, mode in ((EventGraphBuilder, event_graph), (SentenceGraphBuilder, sentence_graph)):
         if any(isinstance(b, builder) for b in index.doc_builders):
             mode.save_read_model(index.stores)

@@ -15,7 +15,7 @@ import os
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import BinaryIO, Iterator, Optional
 
 from llama_index_e2rag.disk.files import atomic_replace, atomic_write_text
 
@@ -34,10 +34,16 @@ def content_sum(data: bytes) -> list[int]:
 
 
 def file_sum(path: Path) -> list[int]:
-    crc, size = 0, 0
     with open(path, "rb") as f:
-        while block := f.read(1 << 23):
-            crc, size = zlib.crc32(block, crc), size + len(block)
+        return stream_sum(f)
+
+
+def stream_sum(f: BinaryIO) -> list[int]:
+    """``[size, crc32]`` of the rest of an open file (a reader that checks then maps the very
+    file it opened, not whatever a rename put at its path meanwhile)."""
+    crc, size = 0, 0
+    while block := f.read(1 << 23):
+        crc, size = zlib.crc32(block, crc), size + len(block)
     return [size, crc]
 
 

@@ -237,23 +237,18 @@ class GroundedGraphRetriever(StoresRetriever):
                 f"model returns {queries.shape[1]}; load the index with the embedding model it "
                 "was built with"
             )
-        sims = queries @ matrix.T  # (query nodes, graph nodes), all rows unit length
-        allowed = self._allowed(cache, self._scope())
-        if allowed is not None:  # other documents' nodes are never among the top K
-            sims[:, ~allowed] = -np.inf
-        reachable = cache.size if allowed is None else int(allowed.sum())
-        k = min(self._top_k(), reachable)
-        top = np.argpartition(sims, cache.size - k, axis=1)[:, cache.size - k :] if k else []
         copies: dict[int, _Hit] = {}
-        for qi, row in enumerate(top):
-            for gi in row:
-                score = float(sims[qi, gi])
+        for qi, row in enumerate(self._top_nodes(cache, matrix, queries)):
+            for gi, score in row:
                 weighted = score / cache.specificity(gi)
                 node_id, unit = cache.node_ids[gi], int(cache.units[gi])
                 for ti in cache.groundings(gi):
                     copies.setdefault(int(ti), _Hit()).add(qi, weighted, node_id, score, unit)
         hits = _merge_copies(cache, copies)
-        text_sims = cache.text_vectors[list(hits)] @ l2_normalize(query_vec) if hits else []
+        text_sims = (
+            cache.text_vectors(list(hits), len(query_vec)) @ l2_normalize(query_vec)
+            if hits else []
+        )
         kept = [
             _Candidate(row, hit, hit.score(len(queries), float(sim)), float(sim))
             for (row, hit), sim in zip(hits.items(), text_sims)
@@ -261,6 +256,30 @@ class GroundedGraphRetriever(StoresRetriever):
             and (self.vector_sim is None or sim >= self.vector_sim)
         ]
         return self._to_nodes(cache, kept)
+
+    def _top_nodes(
+        self, cache: NodeEmbeddingCache, matrix: np.ndarray, queries: np.ndarray
+    ) -> list[list[tuple[int, float]]]:
+        """Per query node, its top-K graph nodes with their cosines: the default matrix's
+        search when it has one (an HNSW graph from ``ANN_MIN_ROWS`` nodes on: no product with
+        every row), else one product with every row (exact; a document filter's other
+        documents' nodes are never among the top K)."""
+        allowed = self._allowed(cache, self._scope())
+        if (
+            allowed is None
+            and cache.search is not None
+            and cache.is_persisted(self.embedding_variant, self.alpha)
+        ):
+            return cache.search.top(queries, self._top_k(), ties=cache.node_ids)
+        sims = queries @ matrix.T  # (query nodes, graph nodes), all rows unit length
+        if allowed is not None:
+            sims[:, ~allowed] = -np.inf
+        reachable = cache.size if allowed is None else int(allowed.sum())
+        k = min(self._top_k(), reachable)
+        if not k:
+            return [[] for _ in range(len(queries))]
+        top = np.argpartition(sims, cache.size - k, axis=1)[:, cache.size - k :]
+        return [[(int(gi), float(sims[qi, gi])) for gi in row] for qi, row in enumerate(top)]
 
     def _to_nodes(self, cache: NodeEmbeddingCache, kept: list[_Candidate]) -> list[NodeWithScore]:
         """Rank, cut, order and wrap; texts deleted since the cache was built are skipped."""

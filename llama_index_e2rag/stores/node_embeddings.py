@@ -12,16 +12,24 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Hashable, Literal
+import weakref
+from typing import Any, Callable, Hashable, Iterator, Literal, Optional, Sequence
 
 import numpy as np
 
+from llama_index_e2rag.stores import grounded_matrix, read_model_file
 from llama_index_e2rag.stores.grounded_layout import GroundedLayout, layout
+from llama_index_e2rag.stores.grounded_matrix import DEFAULT_ALPHA, PAGE_ROWS, stacked, widened
 from llama_index_e2rag.stores.state_cache import StateCache
 from llama_index_e2rag.stores.port import Stores
+from llama_index_e2rag.vectors.nearest import ANN_MIN_ROWS, NearestRows
+from llama_index_e2rag.vectors.nearest_graph import open_nearest
 
 EmbeddingVariant = Literal["basic", "neighbor", "attention"]
 EMBEDDING_VARIANTS: tuple[str, ...] = ("basic", "neighbor", "attention")
+#: ``ids -> (len(ids), dim)`` stored unit rows, zeros for an id without a vector (no column when
+#: none has one): ``Stores.matrix_of``.
+Vectors = Callable[[Sequence[str]], np.ndarray]
 
 
 def l2_normalize(matrix: np.ndarray) -> np.ndarray:
@@ -150,23 +158,24 @@ def _check_weight(name: str, value: float) -> None:
 class NodeEmbeddingCache:
     """Everything retrieval needs from one graph state, as arrays.
 
-    The graph's layout (``grounded_layout``: read from its file, or derived from the graph)
-    with the stored vectors (names: mention and event nodes; grounded texts: sentence nodes, or
-    the chunk for nodes grounded only in a chunk); variant matrices are derived lazily per
-    (variant, α, β) and kept.
+    The graph's layout (``grounded_layout``: read from its file, or derived from the graph);
+    the default matrix (``basic`` at ``DEFAULT_ALPHA``) memory-mapped from its file
+    (``grounded_matrix``), with its search (an HNSW graph from ``ANN_MIN_ROWS`` rows on, else
+    None: the retriever multiplies the matrix); other variants and α are derived lazily per
+    (variant, α, β) from the stored vectors, a page of nodes at a time, and kept.
     """
 
     def __init__(
         self,
         state: Hashable,
         found: GroundedLayout,
-        names: np.ndarray,
-        text_vectors: np.ndarray,
+        vectors: Vectors,
+        persisted: Optional[np.ndarray] = None,
+        search: Optional[NearestRows] = None,
     ) -> None:
         self.state = state
         self.node_ids = found.node_ids
         self.text_ids = found.text_ids
-        self.text_vectors = l2_normalize(text_vectors)
         #: Evidence unit of each node (``evidence_units``): copies share one.
         self.units = found.units
         #: Text group of each text row (``text_groups``): the row of the whole sentence its
@@ -178,12 +187,17 @@ class NodeEmbeddingCache:
         self.unit_groundings = _unit_groundings(
             found.units, found.indptr, found.indices, found.text_groups
         )
-        self._names = names
+        #: The search of the default matrix when it is too large to multiply (else None).
+        self.search = search
+        self._found = found
+        self._vectors = vectors
         self._indptr = found.indptr
         self._indices = found.indices
         self._sources = found.sources
         self._targets = found.targets
         self._matrices: dict[tuple[str, float, float], np.ndarray] = {}
+        if persisted is not None:
+            self._matrices[("basic", DEFAULT_ALPHA, 0.0)] = persisted
         self._lock = threading.Lock()
         #: User metadata of source chunks by chunk id, filled by the retriever as it goes.
         self.chunk_metadata: dict[str, dict[str, Any]] = {}
@@ -204,6 +218,15 @@ class NodeEmbeddingCache:
         """Rows of ``text_ids`` that graph node ``node`` is grounded in."""
         return self._indices[self._indptr[node] : self._indptr[node + 1]]
 
+    def text_vectors(self, rows: Sequence[int], dim: int) -> np.ndarray:
+        """Unit vectors of the grounded texts ``rows`` (``dim`` zeros for a text without one),
+        read from the stores when a query needs them: a few rows, not every sentence."""
+        return l2_normalize(widened(self._vectors([self.text_ids[r] for r in rows]), dim))
+
+    def is_persisted(self, variant: str, alpha: float) -> bool:
+        """Whether ``matrix(variant, alpha, ·)`` is the default one ``search`` serves."""
+        return variant == "basic" and float(alpha) == DEFAULT_ALPHA
+
     def matrix(self, variant: str, alpha: float, beta: float) -> np.ndarray:
         """Unit-length node embeddings of the variant (rows follow ``node_ids``)."""
         key = (variant, float(alpha), 0.0 if variant == "basic" else float(beta))
@@ -212,13 +235,28 @@ class NodeEmbeddingCache:
             if found is None:
                 base = self._matrices.get(("basic", float(alpha), 0.0))
                 if base is None:
-                    base = basic_embeddings(
-                        self._names, self._indptr, self._indices, self.text_vectors, alpha
-                    )
+                    base = stacked(basic_pages(self._found, self._vectors, alpha), self.size)
                     self._matrices[("basic", float(alpha), 0.0)] = base
                 found = node_embeddings(variant, base, self._sources, self._targets, beta)
                 self._matrices[key] = found
             return found
+
+
+def basic_pages(found: GroundedLayout, vectors: Vectors, alpha: float) -> Iterator[np.ndarray]:
+    """``basic_embeddings`` of ``found``'s nodes at ``alpha``, ``PAGE_ROWS`` nodes at a time:
+    each page reads only its nodes' name vectors and the vectors of the texts they are grounded
+    in. Every step is row by row, so the pages stacked are the whole matrix's rows to the bit;
+    a page none of whose ids has a vector has no column (``grounded_matrix.stacked``)."""
+    for start in range(0, len(found.node_ids), PAGE_ROWS):
+        stop = min(len(found.node_ids), start + PAGE_ROWS)
+        first, last = int(found.indptr[start]), int(found.indptr[stop])
+        used, local = np.unique(found.indices[first:last], return_inverse=True)
+        names = vectors(found.node_ids[start:stop])
+        texts = vectors([found.text_ids[r] for r in used.tolist()])
+        dim = max(names.shape[1], texts.shape[1])
+        names, texts = widened(names, dim), widened(texts, dim)
+        indptr = found.indptr[start : stop + 1] - first
+        yield basic_embeddings(names, indptr, local.reshape(-1), l2_normalize(texts), alpha)
 
 
 def graph_cache(stores: Stores) -> NodeEmbeddingCache:
@@ -227,23 +265,54 @@ def graph_cache(stores: Stores) -> NodeEmbeddingCache:
 
 
 def build_cache(stores: Stores, state: Hashable) -> NodeEmbeddingCache:
-    """The layout of ``state`` with the stored vectors of its nodes and texts (never
-    re-embedded: nodes without a stored vector get a zero row)."""
+    """The layout of ``state`` with its default matrix (read from its file, or derived from the
+    stored vectors and saved) and that matrix's search; stored vectors are never re-embedded:
+    nodes without one get a zero row."""
     found = layout(stores, state)
-    vectors = stores.matrix_of(found.node_ids + found.text_ids)
-    count = len(found.node_ids)
-    return NodeEmbeddingCache(state, found, vectors[:count], vectors[count:])
+    vectors = _weak_vectors(stores)
+    persisted = grounded_matrix.persisted(
+        stores, state, len(found.node_ids),
+        lambda: basic_pages(found, vectors, grounded_matrix.DEFAULT_ALPHA),
+    )
+    search = None
+    if persisted is not None and len(persisted) >= ANN_MIN_ROWS and persisted.shape[1]:
+        path = read_model_file.model_path(stores, grounded_matrix.SEARCH_FILE)
+        search = open_nearest(persisted, found.node_ids, path)
+    return NodeEmbeddingCache(state, found, vectors, persisted, search)
+
+
+def _weak_vectors(stores: Stores) -> Vectors:
+    """``stores.matrix_of`` without keeping the stores alive (the cache is their value in a
+    ``StateCache``, weakly keyed by them); a cache kept past its index cannot read vectors."""
+    ref = weakref.ref(stores)
+
+    def vectors(ids: Sequence[str]) -> np.ndarray:
+        found = ref()
+        if found is None:
+            raise ReferenceError("the index of this grounded cache was dropped; ask it again")
+        return found.matrix_of(ids)
+
+    return vectors
+
+
+def save_read_model(stores: Stores) -> None:
+    """Derive and persist the layout, the default matrix and its search of the stores' current
+    content now (``e2rag index``), so the next process's first query only reads them."""
+    read_model_file.save_now(stores, _CACHE)
 
 
 def _unit_groundings(
     units: np.ndarray, indptr: np.ndarray, indices: np.ndarray, groups: np.ndarray
 ) -> np.ndarray:
-    """Number of distinct text groups each unit is grounded in."""
-    owners = np.repeat(units, np.diff(indptr))
-    pairs = np.unique(np.stack([owners, groups[indices]]), axis=1) if len(indices) else None
+    """Number of distinct text groups each unit is grounded in: the distinct (unit, group)
+    pairs as one integer each (a 1-d unique takes half the time of one over pairs of columns:
+    ~0.5 s of the first query at 1M words)."""
     counts = np.zeros(int(units.max()) + 1 if len(units) else 0, dtype=np.int64)
-    if pairs is not None:
-        np.add.at(counts, pairs[0], 1)
+    if not len(indices):
+        return counts
+    width = int(groups.max()) + 1
+    pairs = np.unique(np.repeat(units, np.diff(indptr)) * width + groups[indices])
+    np.add.at(counts, pairs // width, 1)
     return counts
 
 
