@@ -219,9 +219,9 @@ def shortest_path(
     """The strongest fewest-hops path of at most ``max_path_length`` edges, or None.
 
     Among the tied paths the first ``MAX_TIED_PATHS`` that ``nx.all_shortest_paths`` lists are
-    compared; they are listed here in the same order, from a breadth-first search that stops
-    one level short of the target (``nx.all_shortest_paths`` searches the whole component,
-    which grows with the story)."""
+    compared. They are found here by reading only the nodes on such paths (``_on_paths``);
+    ``nx.all_shortest_paths`` searches everything nearer than the target, which through a
+    main character grows with the story."""
     if source == target or source not in graph or target not in graph:
         return None
     try:
@@ -230,7 +230,7 @@ def shortest_path(
         return None
     if hops > max_path_length:
         return None
-    candidates = islice(_tied_paths(graph, source, target, hops), MAX_TIED_PATHS)
+    candidates = _tied_paths(graph, source, target, hops)
 
     def cost(path: list[str]) -> tuple[float, list[str]]:
         return sum(graph[a][b]["cost"] for a, b in zip(path, path[1:])), path
@@ -238,28 +238,99 @@ def shortest_path(
     return min(candidates, key=cost)
 
 
-def _tied_paths(graph: nx.Graph, source: str, target: str, hops: int) -> Iterator[list[str]]:
-    """Every ``hops``-edge path from ``source`` to ``target``, in ``nx.all_shortest_paths``'s
-    order: its predecessor lists hold a node's neighbours one level nearer the source in the
-    order the search found them, and the paths are read back from the target, depth first."""
+def _tied_paths(graph: nx.Graph, source: str, target: str, hops: int) -> Iterable[list[str]]:
+    """The ``hops``-edge paths from ``source`` to ``target`` to compare: all of them when there
+    are at most ``MAX_TIED_PATHS`` (the strongest does not depend on their order), else the
+    first ``MAX_TIED_PATHS`` in ``nx.all_shortest_paths``'s order (``_listed_first``)."""
     if hops == 1:
-        yield [source, target]
+        return [[source, target]]
+    level = _on_paths(graph, source, target, hops)
+    rings: list[list[str]] = [[] for _ in range(hops + 1)]
+    for node, depth in level.items():
+        rings[depth].append(node)
+    pred = {source: []}
+    count = {source: 1}
+    for depth in range(1, hops + 1):
+        nearer = set(rings[depth - 1])
+        for node in rings[depth]:
+            links = graph[node]
+            if len(nearer) < len(links):
+                pred[node] = [n for n in nearer if n in links]
+            else:
+                pred[node] = [n for n in links if n in nearer]
+            count[node] = sum(count[n] for n in pred[node])
+    if count[target] > MAX_TIED_PATHS:
+        pred = _listed_first(graph, source, level, hops)
+    return islice(_read_back(pred, source, target), MAX_TIED_PATHS)
+
+
+def _listed_first(
+    graph: nx.Graph, source: str, level: dict[str, int], hops: int
+) -> dict[str, list[str]]:
+    """Each node's neighbours one level nearer the source in ``nx.all_shortest_paths``'s
+    order: the order a breadth-first search from ``source`` found them.
+
+    The search visits only the nodes of ``level`` (those on a path). Dropping the others keeps
+    the order: a kept node's neighbours one level nearer the source are all kept, so it is
+    found from the same node, in the same turn, as by a search of everything within reach,
+    which through a main character's links is most of a long story."""
+    pred: dict[str, list[str]] = {source: []}
+    frontier = [source]
+    for depth in range(1, hops + 1):
+        found: list[str] = []
+        for node in frontier:
+            for near in graph[node]:
+                if level.get(near) != depth:
+                    continue
+                if near not in pred:
+                    pred[near] = []
+                    found.append(near)
+                pred[near].append(node)
+        frontier = found
+    return pred
+
+
+def _read_back(pred: dict[str, list[str]], source: str, target: str) -> Iterator[list[str]]:
+    """The paths ``pred`` holds, read back from ``target`` depth first."""
+    if target == source:
+        yield [source]
         return
-    pred, level = nx.predecessor(graph, source, cutoff=hops - 1, return_seen=True)
-    found = {node: i for i, node in enumerate(pred)}  # the search's order of discovery
-    pred[target] = sorted(
-        (n for n in graph[target] if level.get(n) == hops - 1), key=found.__getitem__
-    )
+    for before in pred[target]:
+        for path in _read_back(pred, source, before):
+            yield [*path, target]
 
-    def back(node: str) -> Iterator[list[str]]:
-        if node == source:
-            yield [source]
-            return
-        for before in pred[node]:
-            for path in back(before):
-                yield [*path, node]
 
-    yield from back(target)
+def _on_paths(graph: nx.Graph, source: str, target: str, hops: int) -> dict[str, int]:
+    """Each node on a ``hops``-edge path from ``source`` to ``target``, with its distance from
+    ``source``. The two ends' neighbourhoods grow in turn, the one with fewer links to read
+    first, until they touch; the middle is then read back towards each end."""
+    ahead, behind = [{source}], [{target}]
+    seen_ahead, seen_behind = {source}, {target}
+    while len(ahead) + len(behind) < hops + 1:
+        grow_ahead = sum(map(graph.degree, ahead[-1])) <= sum(map(graph.degree, behind[-1]))
+        levels, seen = (ahead, seen_ahead) if grow_ahead else (behind, seen_behind)
+        ring = {near for node in levels[-1] for near in graph[node]} - seen
+        seen |= ring
+        levels.append(ring)
+    # a node on a path in the last ring ahead has its next node in the last ring behind
+    middle = ahead[-1]
+    kept_ahead = [{n for n in middle if _touches(graph, n, behind[-1])}]
+    for ring in reversed(ahead[:-1]):
+        kept_ahead.append({n for n in ring if _touches(graph, n, kept_ahead[-1])})
+    kept_behind = [{n for n in behind[-1] if _touches(graph, n, kept_ahead[0])}]
+    for ring in reversed(behind[:-1]):
+        kept_behind.append({n for n in ring if _touches(graph, n, kept_behind[-1])})
+    level = {n: d for d, ring in enumerate(reversed(kept_ahead)) for n in ring}
+    level.update((n, hops - d) for d, ring in enumerate(reversed(kept_behind)) for n in ring)
+    return level
+
+
+def _touches(graph: nx.Graph, node: str, ring: set[str]) -> bool:
+    """Whether ``node`` links to a node of ``ring``, reading the shorter of the two."""
+    links = graph[node]
+    if len(links) <= len(ring):
+        return any(near in ring for near in links)
+    return any(other in links for other in ring)
 
 
 def reasoning_paths(

@@ -195,3 +195,27 @@ def test_paths_equal_the_whole_search_when_more_paths_tie_than_are_compared(seed
         ties = islice(nx.all_shortest_paths(graph, a, b), eg.MAX_TIED_PATHS + 1)
         crowded += sum(1 for _ in ties) > eg.MAX_TIED_PATHS
     assert crowded > 10
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_paths_equal_the_whole_search_through_hubs(seed: int) -> None:
+    """A sparse graph grown by preferential attachment (a few hubs, like a story's main
+    characters) plus random shortcuts, links added in a shuffled order: pairs up to six hops
+    apart, many through a hub, with tied paths."""
+    rng = np.random.default_rng(seed)
+    grown = nx.barabasi_albert_graph(300, 1, seed=seed)
+    links = [*grown.edges, *(tuple(rng.choice(300, 2, replace=False)) for _ in range(40))]
+    graph = nx.Graph()
+    for k in rng.permutation(len(links)):
+        a, b = links[k]
+        if a != b:
+            graph.add_edge(f"e{a}", f"e{b}", cost=float(rng.integers(1, 4)), hop="co_mention")
+    nodes = sorted(graph)
+    lengths, tied = set(), 0
+    for _ in range(300):
+        a, b = rng.choice(nodes, 2, replace=False)
+        for cap in (3, 6):
+            assert eg.shortest_path(graph, a, b, cap) == path_by_whole_search(graph, a, b, cap)
+        lengths.add(nx.shortest_path_length(graph, a, b))
+        tied += len(list(islice(nx.all_shortest_paths(graph, a, b), 2))) > 1
+    assert {2, 3, 4, 5} <= lengths and tied > 10
