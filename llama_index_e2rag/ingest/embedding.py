@@ -4,18 +4,23 @@ embedded once, into one float32 matrix.
 Between staging (``pipeline.stage_document``) and the commit (``pipeline.document_write``):
 ``embed_staged`` reads the staging graphs a kind and a page at a time and ``embed_texts``
 embeds each distinct text once, shortest first, a bounded call at a time; what the document
-builders embedded while staging (``RecordingEmbedding``) is not embedded again.
+builders embedded while staging (``RecordingEmbedding``) is not embedded again. Those vectors
+wait in a scratch file (``KeptVectors``): a million-word book's builders embed ~300,000 texts,
+460 MB that would otherwise sit in memory from the first builder to the commit.
 """
 
 from __future__ import annotations
 
+import os
+import weakref
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, BinaryIO, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
+from llama_index_e2rag.disk.scratch import make_scratch_dir, remove_scratch_dir
 from llama_index_e2rag.embeddings import aembed_rows
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.ingest import node_vectors
@@ -36,13 +41,80 @@ class StagedVectors:
         return self.matrix[self.rows[text]]
 
 
+#: Prefix of the scratch folders ``KeptVectors`` writes (a killed build's are swept).
+KEPT_PREFIX = "e2rag-embedded-"
+#: Rows read at a time when kept vectors are copied out.
+_READ_ROWS = 8192
+
+
+class KeptVectors:
+    """Vectors of distinct texts, appended to a float32 file in a private scratch folder and
+    read back in file order; the folder goes when ``close`` is called or the object is
+    collected."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}
+        self.dim = 0
+        self._file: Optional[BinaryIO] = None
+        self._remove: Optional[weakref.finalize] = None
+
+    def __contains__(self, text: object) -> bool:
+        return text in self.rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+        """Keep the vector of each text not kept yet."""
+        for text, vector in zip(texts, vectors):
+            if text in self.rows:
+                continue
+            row = np.asarray(vector, dtype=np.float32)
+            if self._file is None:
+                folder, lock = make_scratch_dir(KEPT_PREFIX)
+                self._file = open(os.path.join(folder, "vectors.f32"), "w+b")
+                self._remove = weakref.finalize(self, _remove_kept, self._file, folder, lock)
+                self.dim = row.size
+            self._file.write(row.tobytes())
+            self.rows[text] = len(self.rows)
+
+    def read_into(self, texts: Sequence[str], out: np.ndarray) -> None:
+        """``out[i]`` = the vector of ``texts[i]``, reading the file ``_READ_ROWS`` at a time."""
+        if not len(texts):
+            return
+        assert self._file is not None
+        self._file.flush()
+        wanted = np.fromiter((self.rows[t] for t in texts), dtype=np.int64, count=len(texts))
+        order = np.argsort(wanted, kind="stable")
+        sorted_rows = wanted[order]
+        row_bytes = self.dim * 4
+        for start in range(0, int(sorted_rows[-1]) + 1, _READ_ROWS):
+            lo, hi = np.searchsorted(sorted_rows, [start, start + _READ_ROWS])
+            if lo == hi:
+                continue
+            count = min(_READ_ROWS, len(self.rows) - start)
+            raw = os.pread(self._file.fileno(), count * row_bytes, start * row_bytes)
+            block = np.frombuffer(raw, dtype=np.float32).reshape(count, self.dim)
+            out[order[lo:hi]] = block[sorted_rows[lo:hi] - start]
+
+    def close(self) -> None:
+        """Delete the scratch folder now."""
+        if self._remove is not None:
+            self._remove()
+
+
+def _remove_kept(file: BinaryIO, folder: str, lock: Optional[int]) -> None:
+    file.close()
+    remove_scratch_dir(folder, lock)
+
+
 class RecordingEmbedding(BaseEmbedding):
     """The index's embedding model as builders get it while staging: it keeps the vectors of
     the texts they embed, so ``embed_staged`` does not embed them again (E²GraphRAG's fusion
     embeds every mention name, which the mentions' own vectors need too)."""
 
     _inner: BaseEmbedding = PrivateAttr()
-    _seen: dict[str, np.ndarray] = PrivateAttr(default_factory=dict)
+    _seen: KeptVectors = PrivateAttr(default_factory=KeptVectors)
 
     def __init__(self, inner: BaseEmbedding, **kwargs: Any) -> None:
         super().__init__(
@@ -54,14 +126,14 @@ class RecordingEmbedding(BaseEmbedding):
     def class_name(cls) -> str:
         return "RecordingEmbedding"
 
-    def take(self) -> dict[str, np.ndarray]:
-        """The recorded text vectors, forgotten here (a builder may keep this model)."""
-        seen, self._seen = self._seen, {}
+    def take(self) -> KeptVectors:
+        """The recorded text vectors, forgotten here (a builder may keep this model); the
+        caller closes them when done."""
+        seen, self._seen = self._seen, KeptVectors()
         return seen
 
     def _keep(self, texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> Any:
-        for text, vector in zip(texts, vectors):
-            self._seen[text] = np.asarray(vector, dtype=np.float32)
+        self._seen.add(texts, vectors)
         return vectors
 
     def _get_query_embedding(self, query: str) -> List[float]:
@@ -87,7 +159,7 @@ async def embed_staged(
     embed_model: BaseEmbedding,
     graphs: Sequence[GraphStore],
     show_progress: bool = False,
-    known: Optional[Mapping[str, np.ndarray]] = None,
+    known: Optional[KeptVectors] = None,
 ) -> StagedVectors:
     """Embed every text a staged node's vector is made of (``node_vectors.sources``) once;
     the graphs are read a kind and a page at a time."""
@@ -111,7 +183,7 @@ async def embed_texts(
     embed_model: BaseEmbedding,
     texts: Iterable[str],
     show_progress: bool = False,
-    known: Optional[Mapping[str, np.ndarray]] = None,
+    known: Optional[KeptVectors] = None,
 ) -> StagedVectors:
     """One float32 row per distinct text, shortest texts first (the model pads a batch to its
     longest text, so similar lengths batch together); texts in ``known`` (a
@@ -119,15 +191,13 @@ async def embed_texts(
     from tqdm.auto import tqdm
 
     distinct = set(texts)
-    reused = sorted(distinct & set(known or {}))
+    reused = sorted(t for t in distinct if known is not None and t in known)
     todo = sorted(distinct.difference(reused), key=lambda t: (len(t), t))
     order = [*todo, *reused]
     with tqdm(total=len(todo), desc="Embedding", unit="text", disable=not show_progress) as bar:
         matrix = await aembed_rows(embed_model, todo, rows=len(order), on_call=bar.update)
     if reused and known is not None:
-        known_rows = np.stack([known[t] for t in reused])
-        if todo:
-            matrix[len(todo) :] = known_rows
-        else:
-            matrix = known_rows
+        if not todo:
+            matrix = np.empty((len(reused), known.dim), dtype=np.float32)
+        known.read_into(reused, matrix[len(todo) :])
     return StagedVectors({t: i for i, t in enumerate(order)}, matrix)

@@ -23,7 +23,7 @@ from llama_index_e2rag.context.keys import INTERNAL_METADATA_KEYS
 from llama_index_e2rag.extract.base import chunk_offset
 from llama_index_e2rag.extract.passages import document_text
 from llama_index_e2rag.graph.networkx_store import NetworkXGraphStore
-from llama_index_e2rag.ingest.embedding import RecordingEmbedding, embed_texts
+from llama_index_e2rag.ingest.embedding import KeptVectors, RecordingEmbedding, embed_texts
 from llama_index_e2rag.ingest.pipeline import StagedDoc, run_builders, vector_record
 from llama_index_e2rag.stores.same_text import TEXT_HASH_KEY
 from llama_index_e2rag.ingest.progress import doc_bar
@@ -144,7 +144,11 @@ async def stage_layers(
         ))
         staged.append(stage)
         new_ids[doc_id] = {n.id for n in stage.graph.nodes()} - before
-    vectors = await _vectors(stores, staged, new_ids, embed_model, recorder.take(), show_progress)
+    known = recorder.take()
+    try:
+        vectors = await _vectors(stores, staged, new_ids, embed_model, known, show_progress)
+    finally:
+        known.close()
     report = LayersAdded(
         names=[builder_name(b) for b in builders],
         documents=len(staged),
@@ -201,7 +205,7 @@ async def _vectors(
     staged: Sequence[StagedDoc],
     new_ids: Mapping[str, set[str]],
     embed_model: BaseEmbedding,
-    known: Mapping[str, np.ndarray],
+    known: KeptVectors,
     show_progress: bool = False,
 ) -> dict[str, np.ndarray]:
     """Every embedded node's vector: the stored one for nodes that were there, embedded for the

@@ -209,9 +209,13 @@ class IndexWriter:
             )
         embed_model = self.models.embed_model
         known = recorder.take() if recorder is not None else None
-        vectors = await embed_staged(
-            embed_model, [s.graph for s in staged], self.show_progress, known
-        )
+        try:
+            vectors = await embed_staged(
+                embed_model, [s.graph for s in staged], self.show_progress, known
+            )
+        finally:
+            if known is not None:
+                known.close()
         async with self._write_lock.hold():
             # links join the batch to the graph as committed now, so they run under the lock
             await link_staged(
