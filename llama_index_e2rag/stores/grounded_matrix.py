@@ -18,15 +18,13 @@ are grounded in), so a build's memory does not grow with the document; the rows 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Optional
 
 import numpy as np
 
-from llama_index_e2rag.disk.checksums import file_sum, stream_sum
-from llama_index_e2rag.disk.files import atomic_replace, atomic_write_text
+from llama_index_e2rag.disk import array_files
 from llama_index_e2rag.stores import read_model_file
 
 logger = logging.getLogger(__name__)
@@ -66,29 +64,23 @@ def stacked(pages: Iterable[np.ndarray], rows: int) -> np.ndarray:
     return out
 
 
-def _head_path(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
-
-
 def load(path: Path, key: str, rows: int) -> Optional[np.ndarray]:
     """The saved matrix (memory-mapped, read-only) when its head names ``key``, ``rows`` rows and
     this very file; else None."""
     try:
-        head = json.loads(_head_path(path).read_text(encoding="utf-8"))
-        if not isinstance(head, dict) or (head.get("key"), head.get("rows")) != (key, rows):
+        head = array_files.read_head(path)
+        if (head.get("key"), head.get("rows")) != (key, rows):
             return None
         dim = int(head["dim"])
-        with open(path, "rb") as f:  # checked and mapped: the same file, whatever a rename does
-            if stream_sum(f) != head["sum"] or head["sum"][0] != rows * dim * 4:
-                logger.warning("%s does not match its head; the grounded matrix is derived again",
-                               path)
-                return None
-            if not rows or not dim:
-                return np.zeros((rows, dim), np.float32)
-            return np.memmap(f, dtype="<f4", mode="r", shape=(rows, dim))
+        if head["sum"][0] != rows * dim * 4:
+            raise array_files.ChecksumMismatch(f"{path} is not {rows} rows of {dim} numbers")
+        with array_files.checked(path, head["sum"]) as f:
+            return array_files.map_rows(f, "<f4", (rows, dim))
+    except array_files.ChecksumMismatch:
+        logger.warning("%s does not match its head; the grounded matrix is derived again", path)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         logger.info("%s is unreadable (%s); the grounded matrix is derived again", path, exc)
-        return None
+    return None
 
 
 def save(path: Path, key: str, rows: int, pages: Iterable[np.ndarray]) -> bool:
@@ -109,10 +101,8 @@ def save(path: Path, key: str, rows: int, pages: Iterable[np.ndarray]) -> bool:
                 out.write(widened(page, dims[0]).astype("<f4", copy=False).tobytes())
 
     try:
-        atomic_replace(path, write)
-        head = {"key": key, "rows": rows, "dim": dims[0] if dims else 0,
-                "sum": file_sum(path)}
-        atomic_write_text(_head_path(path), json.dumps(head))
+        array_files.save_with_head(path, write, lambda sum_: {
+            "key": key, "rows": rows, "dim": dims[0] if dims else 0, "sum": sum_})
     except OSError as exc:
         logger.info("the grounded matrix was not saved in %s (%s)", path, exc)
         return False

@@ -196,8 +196,12 @@ class NodeEmbeddingCache:
         self._sources = found.sources
         self._targets = found.targets
         self._matrices: dict[tuple[str, float, float], np.ndarray] = {}
+        #: The key of the matrix read from its file (the one ``search`` serves), None when none
+        #: was: a matrix derived here is never taken for it.
+        self._from_file: Optional[tuple[str, float, float]] = None
         if persisted is not None:
-            self._matrices[("basic", DEFAULT_ALPHA, 0.0)] = persisted
+            self._from_file = _key("basic", DEFAULT_ALPHA, 0.0)
+            self._matrices[self._from_file] = persisted
         self._lock = threading.Lock()
         #: User metadata of source chunks by chunk id, filled by the retriever as it goes.
         self.chunk_metadata: dict[str, dict[str, Any]] = {}
@@ -224,22 +228,27 @@ class NodeEmbeddingCache:
         return l2_normalize(widened(self._vectors([self.text_ids[r] for r in rows]), dim))
 
     def is_persisted(self, variant: str, alpha: float) -> bool:
-        """Whether ``matrix(variant, alpha, ·)`` is the default one ``search`` serves."""
-        return variant == "basic" and float(alpha) == DEFAULT_ALPHA
+        """Whether ``matrix(variant, alpha, ·)`` is the one read from its file (``search``'s)."""
+        return self._from_file is not None and _key(variant, alpha, 0.0) == self._from_file
 
     def matrix(self, variant: str, alpha: float, beta: float) -> np.ndarray:
         """Unit-length node embeddings of the variant (rows follow ``node_ids``)."""
-        key = (variant, float(alpha), 0.0 if variant == "basic" else float(beta))
+        key = _key(variant, alpha, beta)
         with self._lock:
             found = self._matrices.get(key)
             if found is None:
-                base = self._matrices.get(("basic", float(alpha), 0.0))
+                base = self._matrices.get(_key("basic", alpha, 0.0))
                 if base is None:
                     base = stacked(basic_pages(self._found, self._vectors, alpha), self.size)
-                    self._matrices[("basic", float(alpha), 0.0)] = base
+                    self._matrices[_key("basic", alpha, 0.0)] = base
                 found = node_embeddings(variant, base, self._sources, self._targets, beta)
                 self._matrices[key] = found
             return found
+
+
+def _key(variant: str, alpha: float, beta: float) -> tuple[str, float, float]:
+    """A matrix's key: ``basic`` does not depend on β."""
+    return (variant, float(alpha), 0.0 if variant == "basic" else float(beta))
 
 
 def basic_pages(found: GroundedLayout, vectors: Vectors, alpha: float) -> Iterator[np.ndarray]:

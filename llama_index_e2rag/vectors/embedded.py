@@ -13,134 +13,37 @@ manifest keeps each file's size and CRC-32 (zlib, ~7 GB/s here), checked when th
 opened, so a truncated, damaged or missing file is named instead of searched.
 
 Unsaved rows are held ``TAIL_ROWS`` per segment, full segments in a private temporary folder
-(not part of any state), so adding a million-word story (600k vectors, 0.9 GB) before its first
-save holds about a segment per kind in memory; a save writes them page by page.
+(``vectors.segments``: a segment, its files and its spill), so adding a million-word story
+before its first save holds about a segment per kind in memory; a save writes them page by page.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import threading
 import uuid
-import weakref
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from llama_index_e2rag.disk.array_files import map_npy
 from llama_index_e2rag.disk.checksums import file_sum
-from llama_index_e2rag.disk.scratch import make_scratch_dir, remove_scratch_dir
 from llama_index_e2rag.errors import DamagedVectorsError, VectorStoreError
+from llama_index_e2rag.vectors import segments as segment_files
 from llama_index_e2rag.vectors.base import VectorHit, VectorRecord
+from llama_index_e2rag.vectors.segments import (
+    PREFIX, Segment, Spill, merged, synced, unlink, write_segment,
+)
 
 FORMAT, VERSION = "e2rag-vectors", 1
-MANIFEST, PREFIX = "vectors.json", "vectors-"
+MANIFEST = "vectors.json"
 #: A kind is compacted into one segment past this share of deleted rows or this many segments.
 MAX_DEAD_SHARE, MAX_SEGMENTS = 0.2, 16
-#: Rows of an unsaved segment: a longer add goes on in a new one, and the full one moves to a
-#: temporary file (``_spill``), so an add holds about one segment per kind in memory, not the
-#: story's every vector until the save (600k, 0.9 GB at a million words); a persist writes
-#: consecutive unsaved segments as one file.
-TAIL_ROWS = 16_384
-#: Prefix of the private folder of spilled segments (a killed build's is swept by the next).
-SPILL_PREFIX = "e2rag-vectors-"
-#: Rows written to a segment file per write (never the whole kind as one array).
-WRITE_ROWS = 4096
 #: float32 scores pick candidates within this margin of the k-th best; float64 then ranks them.
 _SLACK = 1e-5
 _ROW_BITS = 32  # an id's location is one int, segment serial << 32 | row: no GC-tracked tuples
-_SERIALS = itertools.count()
-
-
-class _Segment:
-    """Rows of one kind. Rows below ``n`` never change, so readers use them unlocked; deleting
-    swaps ``alive`` for an edited copy. Only an unsaved segment (``name`` None) grows."""
-
-    __slots__ = ("vectors", "ids", "docs", "alive", "n", "name", "dead_file", "dirty", "serial",
-                 "spill")
-
-    def __init__(self, vectors: np.ndarray, ids: list[str], docs: list[str],
-                 alive: Optional[np.ndarray] = None, name: Optional[str] = None,
-                 dead_file: Optional[str] = None) -> None:
-        self.vectors, self.ids, self.docs, self.n = vectors, ids, docs, len(ids)
-        self.alive = np.ones(self.n, bool) if alive is None else alive
-        self.name, self.dead_file, self.dirty = name, dead_file, False
-        self.serial = next(_SERIALS)
-        self.spill: Optional[Path] = None  # the temporary file of a full unsaved segment
-
-    def live(self) -> int:
-        return int(np.count_nonzero(self.alive[: self.n]))
-
-    def append(self, vectors: np.ndarray, ids: list[str], docs: list[str]) -> None:
-        """Add rows we own; the buffer doubles when full and readers keep the old one."""
-        need = self.n + len(ids)
-        if self.n == 0:
-            self.vectors, self.alive = vectors, np.ones(need, bool)
-        else:
-            if need > len(self.vectors):
-                rows = max(need, min(2 * self.n, TAIL_ROWS))
-                grown = np.empty((rows, vectors.shape[1]), np.float32)
-                alive = np.ones(len(grown), bool)
-                grown[: self.n], alive[: self.n] = self.vectors[: self.n], self.alive[: self.n]
-                self.vectors, self.alive = grown, alive
-            self.vectors[self.n : need], self.alive[self.n : need] = vectors, True
-        self.ids.extend(ids)
-        self.docs.extend(docs)
-        self.n = need
-
-    def kill(self, rows: list[int]) -> None:
-        alive = self.alive.copy()
-        alive[rows] = False
-        self.alive, self.dirty = alive, True
-
-
-def _merged(group: Sequence[_Segment]) -> _Segment:
-    """One unsaved segment with the ids of the live rows of ``group``, in order; its vectors
-    are only written (``_write_segment``), never gathered into one array."""
-    rows = [np.flatnonzero(seg.alive[: seg.n]) for seg in group]
-    return _Segment(np.empty((0, group[0].vectors.shape[1]), np.float32),
-                    [seg.ids[i] for seg, r in zip(group, rows) for i in r.tolist()],
-                    [seg.docs[i] for seg, r in zip(group, rows) for i in r.tolist()])
-
-
-def _write_rows(path: Path, group: Sequence[_Segment]) -> None:
-    """The live rows of ``group``, in order, as one new ``.npy`` file (fsynced): the bytes
-    ``np.save`` writes for their concatenation, ``WRITE_ROWS`` rows at a time."""
-    rows = [np.flatnonzero(seg.alive[: seg.n]) for seg in group]
-    dim = group[0].vectors.shape[1]
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
-              "fortran_order": False, "shape": (sum(len(r) for r in rows), dim)}
-    with open(path, "wb") as f:
-        np.lib.format.write_array_header_1_0(f, header)
-        for seg, live in zip(group, rows):
-            whole, source = len(live) == seg.n, _source(seg)
-            for start in range(0, len(live), WRITE_ROWS):
-                part = (source[start : min(start + WRITE_ROWS, seg.n)] if whole
-                        else source[live[start : start + WRITE_ROWS]])
-                f.write(np.ascontiguousarray(part, np.float32).data)
-            del source  # a mapping of our own: the pages read leave the process with it
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _source(seg: _Segment) -> np.ndarray:
-    """A segment's rows to copy from: a spilled one's through a new mapping of its private
-    file (the pages read go when it is dropped), any other's as they are (a saved segment's
-    file may already be deleted by another process's save: only its own mapping still reads)."""
-    return np.load(seg.spill, mmap_mode="r") if seg.spill is not None else seg.vectors
-
-
-def _synced(path: Path, content) -> None:
-    """Write a new file (an array as ``.npy``, or bytes) and fsync it."""
-    with open(path, "wb") as f:
-        if isinstance(content, np.ndarray):
-            np.save(f, content)
-        else:
-            f.write(content)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _sync_dir(folder: Path) -> None:
@@ -152,24 +55,6 @@ def _sync_dir(folder: Path) -> None:
             os.close(fd)
 
 
-def _check_file(path: Path, expected: Optional[list[int]]) -> None:
-    """Raise ValueError naming ``path`` if it is missing or not the file the manifest wrote."""
-    if not path.is_file():
-        raise ValueError(f"{path} is missing")
-    if expected is not None and file_sum(path) != expected:
-        raise ValueError(f"{path} does not match its checksum (truncated or damaged)")
-
-
-def _write_segment(folder: Path, seg: _Segment, group: Sequence[_Segment]) -> str:
-    """Write to new files the live rows of ``group`` and ``seg``'s ids (theirs: ``seg`` is
-    ``group``'s one segment, all live, or ``_merged(group)``); returns the files' common name."""
-    name = f"{PREFIX}{uuid.uuid4().hex}"
-    _write_rows(folder / f"{name}.npy", group)
-    _synced(folder / f"{name}.json",
-            json.dumps({"ids": seg.ids[: seg.n], "doc_ids": seg.docs[: seg.n]}).encode())
-    return name
-
-
 class EmbeddedVectors:
     """``VectorStorage`` held in memory and in memory-mapped files; exact cosine search per kind.
 
@@ -179,9 +64,9 @@ class EmbeddedVectors:
 
     def __init__(self) -> None:
         self.dim: Optional[int] = None
-        self._kinds: dict[str, list[_Segment]] = {}
+        self._kinds: dict[str, list[Segment]] = {}
         self._where: Optional[dict[str, int]] = None  # id -> location; built on first need
-        self._segments: dict[int, _Segment] = {}  # serial -> segment, for locations
+        self._segments: dict[int, Segment] = {}  # serial -> segment, for locations
         self._folder: Optional[Path] = None
         self._state: Optional[str] = None  # the manifest this storage last read or wrote
         self._lock = threading.Lock()
@@ -189,7 +74,7 @@ class EmbeddedVectors:
         self.damaged: list[str] = []
         #: segment name -> checksums of its files, so a persist hashes only new files
         self._known_crcs: dict[str, dict] = {}
-        self._spill_dir: Optional[Path] = None  # private, temporary; removed with the storage
+        self._spill = Spill()  # full unsaved segments' private files
 
     @classmethod
     def open(cls, folder: Path, salvage: bool = False) -> "EmbeddedVectors":
@@ -230,19 +115,8 @@ class EmbeddedVectors:
         return store
 
     def _open_segment(self, folder: Path, entry: dict) -> None:
+        self._kinds.setdefault(entry["kind"], []).append(Segment.open(folder, entry, self.dim))
         crcs = entry.get("crc") or {}  # absent in folders written before checksums
-        _check_file(folder / f"{entry['name']}.npy", crcs.get("npy"))
-        _check_file(folder / f"{entry['name']}.json", crcs.get("json"))
-        vectors = np.load(folder / f"{entry['name']}.npy", mmap_mode="r")
-        meta = json.loads((folder / f"{entry['name']}.json").read_text())
-        alive = np.ones(len(meta["ids"]), bool)
-        if entry["dead"]:
-            _check_file(folder / entry["dead"], crcs.get("dead"))
-            alive[np.load(folder / entry["dead"])] = False
-        if vectors.shape != (len(alive), self.dim) or len(meta["doc_ids"]) != len(alive):
-            raise ValueError(f"{folder / entry['name']}.npy does not have {len(alive)} rows")
-        self._kinds.setdefault(entry["kind"], []).append(_Segment(
-            vectors, meta["ids"], meta["doc_ids"], alive, entry["name"], entry["dead"]))
         if crcs:
             self._known_crcs[entry["name"]] = dict(crcs, dead_file=entry["dead"])
 
@@ -282,7 +156,7 @@ class EmbeddedVectors:
 
     # ------------------------------------------------------------------ writing
 
-    def _locate(self, seg: _Segment, rows: np.ndarray) -> None:
+    def _locate(self, seg: Segment, rows: np.ndarray) -> None:
         """Record where the ids of ``rows`` (live rows of ``seg``) are."""
         self._segments[seg.serial] = seg
         self._where.update(zip([seg.ids[r] for r in rows.tolist()],
@@ -332,30 +206,18 @@ class EmbeddedVectors:
                 segments = self._kinds.setdefault(kind, [])
                 while rows:
                     if not segments or segments[-1].name is not None or (
-                            segments[-1].n >= TAIL_ROWS):
+                            segments[-1].n >= segment_files.TAIL_ROWS):
                         segments.append(
-                            _Segment(np.empty((0, matrix.shape[1]), np.float32), [], []))
+                            Segment(np.empty((0, matrix.shape[1]), np.float32), [], []))
                     tail, start = segments[-1], segments[-1].n
-                    now, rows = rows[: TAIL_ROWS - start], rows[TAIL_ROWS - start :]
+                    room = segment_files.TAIL_ROWS - start
+                    now, rows = rows[:room], rows[room:]
                     tail.append(matrix[now], [latest[i].id for i in now],
                                 [latest[i].doc_id for i in now])
                     self._locate(tail, np.arange(start, tail.n))
-                    if tail.n == TAIL_ROWS:
-                        self._spill(tail)
+                    if tail.n == segment_files.TAIL_ROWS:
+                        self._spill.move(tail)
             self.dim = matrix.shape[1]
-
-    def _spill(self, seg: _Segment) -> None:
-        """Move a full unsaved segment's rows to a file of a private temporary folder and map
-        them (the same rows: readers holding the old array read the same numbers). Nothing of
-        the store depends on the file: a persist writes the rows to the store's folder."""
-        if self._spill_dir is None:
-            folder, lock = make_scratch_dir(SPILL_PREFIX)  # a killed build's: swept later
-            self._spill_dir = Path(folder)
-            weakref.finalize(self, remove_scratch_dir, folder, lock)
-        seg.spill = self._spill_dir / f"{uuid.uuid4().hex}.npy"
-        with open(seg.spill, "wb") as f:
-            np.save(f, seg.vectors[: seg.n])
-        seg.vectors = np.load(seg.spill, mmap_mode="r")
 
     async def aadd(self, records: Sequence[VectorRecord]) -> None:
         self.add(records)
@@ -463,7 +325,7 @@ class EmbeddedVectors:
                 return
             for seg in (seg for segments in self._kinds.values() for seg in segments):
                 if seg.name is not None:
-                    seg.vectors = np.load(self._folder / f"{seg.name}.npy", mmap_mode="r")
+                    seg.vectors = map_npy(self._folder / f"{seg.name}.npy")
 
     def count(self, kind: Optional[str] = None) -> int:
         with self._lock:
@@ -483,14 +345,14 @@ class EmbeddedVectors:
 
     # ------------------------------------------------------------------ persisting
 
-    def _plan(self, incremental: bool) -> dict[str, list[list[_Segment]]]:
+    def _plan(self, incremental: bool) -> dict[str, list[list[Segment]]]:
         """Per kind, groups of live segments; a group of several is merged into one. A full copy,
         or a kind past MAX_SEGMENTS or MAX_DEAD_SHARE, is one group; otherwise an unsaved tail
         merges with predecessors no bigger than itself, so sizes stay geometric: a row is
         rewritten O(log n) times and a small change costs about its own size."""
         plan = {}
         for kind, segments in self._kinds.items():
-            groups: list[list[_Segment]] = []
+            groups: list[list[Segment]] = []
             for seg in (seg for seg in segments if seg.live()):
                 if groups and seg.name is None and groups[-1][-1].name is None:
                     groups[-1].append(seg)  # unsaved segments: one file, as if one segment
@@ -532,21 +394,21 @@ class EmbeddedVectors:
             incremental = (self._folder is not None and on_disk == self._state
                            and folder.resolve() == self._folder.resolve())
             folder.mkdir(parents=True, exist_ok=True)
-            kinds: dict[str, list[_Segment]] = {}
-            written: dict[_Segment, str] = {}
-            dead_files: dict[_Segment, str] = {}
+            kinds: dict[str, list[Segment]] = {}
+            written: dict[Segment, str] = {}
+            dead_files: dict[Segment, str] = {}
             for kind, groups in self._plan(incremental).items():
                 for group in groups:
                     seg, fresh = group[0], group[0].name is None or not incremental
                     if len(group) > 1 or (fresh and seg.live() < seg.n):
-                        seg = _merged(group)
+                        seg = merged(group)
                     if seg.name is None or not incremental:
-                        written[seg] = _write_segment(folder, seg, group)
+                        written[seg] = write_segment(folder, seg, group)
                         if seg is not group[0]:  # no reader has it: its rows are the file's
-                            seg.vectors = np.load(folder / f"{written[seg]}.npy", mmap_mode="r")
+                            seg.vectors = map_npy(folder / f"{written[seg]}.npy")
                     elif seg.dirty:
                         dead_files[seg] = f"{seg.name}.{uuid.uuid4().hex[:8]}.dead.npy"
-                        _synced(folder / dead_files[seg],
+                        synced(folder / dead_files[seg],
                                 np.flatnonzero(~seg.alive[: seg.n]).astype(np.int32))
                     kinds.setdefault(kind, []).append(seg)
             state = uuid.uuid4().hex
@@ -558,17 +420,15 @@ class EmbeddedVectors:
             manifest = {"format": FORMAT, "version": VERSION, "dim": self.dim, "state": state,
                         "segments": entries}
             _sync_dir(folder)
-            _synced(folder / f"{MANIFEST}.tmp", json.dumps(manifest).encode())
+            synced(folder / f"{MANIFEST}.tmp", json.dumps(manifest).encode())
             os.replace(folder / f"{MANIFEST}.tmp", folder / MANIFEST)
             _sync_dir(folder)
             # committed: point segments at the new files, forget merged-away ones, collect garbage
             for seg, name in written.items():
-                seg.vectors = np.load(folder / f"{name}.npy", mmap_mode="r")
+                seg.vectors = map_npy(folder / f"{name}.npy")
                 seg.name, seg.dead_file, seg.dirty = name, None, False
             for seg in (seg for segments in self._kinds.values() for seg in segments):
-                if seg.spill is not None:  # saved now (or all deleted): its file is not needed
-                    _unlink(seg.spill)
-                    seg.spill = None
+                seg.saved()  # saved now (or all deleted): a spilled one's file is not needed
             for seg, dead_file in dead_files.items():
                 seg.dead_file, seg.dirty = dead_file, False
             if any(kinds.get(kind) != segments for kind, segments in self._kinds.items()):
@@ -579,12 +439,5 @@ class EmbeddedVectors:
             keep |= {e["dead"] for e in entries if e["dead"]}
             for path in folder.iterdir():
                 if path.name.startswith(PREFIX) and path.name not in keep:
-                    _unlink(path)  # on failure (still mapped on Windows) the next one retries
+                    unlink(path)  # on failure (still mapped on Windows) the next one retries
 
-
-def _unlink(path: Path) -> None:
-    """Delete a file no state names any more; one still mapped (Windows) stays for later."""
-    try:
-        path.unlink()
-    except OSError:
-        pass

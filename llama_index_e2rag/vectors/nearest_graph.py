@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import base64
 import importlib.util
-import json
 import logging
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.disk.checksums import file_sum
-from llama_index_e2rag.disk.files import atomic_replace, atomic_write_text
+from llama_index_e2rag.disk import array_files
 from llama_index_e2rag.vectors import nearest
 from llama_index_e2rag.vectors.nearest import NearestRows, one_thread
 
@@ -71,24 +69,21 @@ class _Saved:
         self.graph, self.ids, self.prints = graph, ids, prints
 
 
-def _head_path(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
-
-
 def _load(path: Path, dim: int) -> Optional[_Saved]:
     """The saved graph of ``path`` when its head names this format, ``dim`` and this file."""
     import faiss  # deferred: as above
 
     try:
-        head = json.loads(_head_path(path).read_text(encoding="utf-8"))
-        if not isinstance(head, dict) or (head.get("format"), head.get("dim")) != (FORMAT, dim):
-            return None
-        if file_sum(path) != head["sum"]:
-            logger.warning("%s does not match its head; the search graph is rebuilt", path)
+        head = array_files.read_head(path)
+        if (head.get("format"), head.get("dim")) != (FORMAT, dim):
             return None
         ids = head["ids"]
         prints = np.frombuffer(base64.b64decode(head["prints"]), "<f4").reshape(len(ids), -1)
-        graph = faiss.read_index(str(path))
+        with array_files.checked(path, head["sum"]) as f:  # read: the very file summed
+            graph = faiss.read_index(faiss.PyCallbackIOReader(f.read))
+    except array_files.ChecksumMismatch:
+        logger.warning("%s does not match its head; the search graph is rebuilt", path)
+        return None
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:
         logger.warning("%s is unreadable (%s); the search graph is rebuilt", path, exc)
         return None
@@ -104,11 +99,11 @@ def _save(path: Path, saved: _Saved) -> None:
     try:
         import faiss  # deferred: as above
 
-        atomic_replace(path, lambda tmp: faiss.write_index(saved.graph, str(tmp)))
-        head = {"format": FORMAT, "dim": int(saved.graph.d), "sum": file_sum(path),
-                "ids": saved.ids,
-                "prints": base64.b64encode(saved.prints.astype("<f4").tobytes()).decode()}
-        atomic_write_text(_head_path(path), json.dumps(head))
+        prints = base64.b64encode(saved.prints.astype("<f4").tobytes()).decode()
+        array_files.save_with_head(
+            path, lambda tmp: faiss.write_index(saved.graph, str(tmp)),
+            lambda sum_: {"format": FORMAT, "dim": int(saved.graph.d), "sum": sum_,
+                          "ids": saved.ids, "prints": prints})
     except OSError as exc:
         logger.info("the search graph was not saved in %s (%s)", path, exc)
 
