@@ -5,8 +5,8 @@ Between staging (``pipeline.stage_document``) and the commit (``pipeline.documen
 ``embed_staged`` reads the staging graphs a kind and a page at a time and ``embed_texts``
 embeds each distinct text once, shortest first, a bounded call at a time; what the document
 builders embedded while staging (``RecordingEmbedding``) is not embedded again. Those vectors
-wait in a scratch file (``KeptVectors``): a million-word book's builders embed ~300,000 texts,
-460 MB that would otherwise sit in memory from the first builder to the commit.
+wait in a scratch file (``KeptVectors``), not in memory from the first builder to the commit:
+a million-word book's builders embed hundreds of thousands of texts.
 """
 
 from __future__ import annotations
