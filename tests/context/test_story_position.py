@@ -6,14 +6,12 @@ import re
 
 from llama_index_e2rag.graph import NetworkXGraphStore
 from llama_index_e2rag.schema import GraphNode, NodeKind
-from llama_index_e2rag.context.story_position import (
+from llama_index_e2rag.context.story_position import StoryPositions, document_chunks, story_map
+from llama_index_e2rag.context.story_text import (
     StoryMap,
-    StoryPositions,
     describe_position,
-    document_chunks,
     headings,
     source_name,
-    story_map,
     without_contents,
 )
 
