@@ -43,6 +43,7 @@ def survey(folder: Path) -> Survey:
         return found
     counts: dict[str, dict[str, int]] = {}
     for entry in entries:
+        docs = None
         try:
             problem = _size_problem(Path(folder), entry)
             docs = entry.get("docs")
