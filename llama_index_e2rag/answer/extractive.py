@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import asdict, dataclass
-from typing import Any, AsyncGenerator, Generator, Literal, Optional, Sequence
+from typing import Any, AsyncGenerator, Generator, Literal, Optional, Sequence, Union
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -42,7 +42,6 @@ from llama_index.core.types import RESPONSE_TEXT_TYPE
 
 from llama_index_e2rag.answer.reading import (
     AnswerWeights, Reading, read_against_question, read_candidates)
-from llama_index_e2rag.context.document_file import load_documents
 from llama_index_e2rag.context.keys import RESPONSE_EVIDENCE_KEY
 from llama_index_e2rag.errors import MissingModelError
 from llama_index_e2rag.extract.base import DOC_ORDER_KEY
@@ -51,8 +50,8 @@ from llama_index_e2rag.extract.spacy_model import SPACY_MODEL, load_spacy
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.llm.no_llm import NoLLM
 from llama_index_e2rag.schema import NodeKind
-from llama_index_e2rag.context.story_position import (
-    StoryMap, describe_position, document_chunks, source_name, story_map)
+from llama_index_e2rag.context.story_position import document_chunks, story_map
+from llama_index_e2rag.context.story_text import StoryMap, describe_position, source_name
 from llama_index_e2rag.retrievers.parsing import extractors_parser
 from llama_index_e2rag.stores.port import Stores
 from llama_index_e2rag.text import split_sentences
@@ -236,8 +235,6 @@ class ExtractiveSynthesizer(BaseSynthesizer):
 
     def _candidates(self, nodes: Sequence[NodeWithScore]) -> list[Evidence]:
         """Every sentence of the retrieved nodes, each once, in retrieval order."""
-        if self._stores is not None:
-            load_documents(self._stores)  # the story maps placing them, read from one file
         found: list[Evidence] = []
         seen: set[str] = set()
         for rank, item in enumerate(nodes):
@@ -360,9 +357,10 @@ class ExtractiveSynthesizer(BaseSynthesizer):
         for derived text (a ChronoRAG layer-0 chunk, kind ``chunk``, layer 0) the source chunks
         holding its offset, which the index read when it parsed the document."""
         meta = node.metadata or {}
-        if meta.get("layer") != 0 or self._graph_store is None or item.doc_id is None:
+        source = self._positions()
+        if meta.get("layer") != 0 or source is None or item.doc_id is None:
             return [meta.get("chunk_id") or node.node_id]
-        return document_chunks(self._graph_store, item.doc_id).chunks_at(item.char_offset or 0)
+        return document_chunks(source, item.doc_id).chunks_at(item.char_offset or 0)
 
     def _nlp(self) -> Any:
         """The spaCy pipeline (shared with the grounded extractor), None when not installed."""
@@ -376,9 +374,14 @@ class ExtractiveSynthesizer(BaseSynthesizer):
             return None
 
     def _story_map(self, doc_id: Optional[str]) -> Optional[StoryMap]:
-        if self._graph_store is None or doc_id is None:
+        source = self._positions()
+        if source is None or doc_id is None:
             return None
-        return story_map(self._graph_store, doc_id)
+        return story_map(source, doc_id)
+
+    def _positions(self) -> Optional[Union[Stores, GraphStore]]:
+        """What story positions are read from: the stores (their read model), else the graph."""
+        return self._stores if self._stores is not None else self._graph_store
 
     def _respond(
         self,

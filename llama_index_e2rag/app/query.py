@@ -136,11 +136,9 @@ def run_retrieve(index: "E2RAGIndex", store: object, options: QueryOptions) -> d
 def _positions(index: "E2RAGIndex") -> "StoryPositions":
     """Positions in ``index``'s documents, their story maps read from the store's read model."""
     # deferred: the schema's pydantic models (~1 s; ``e2rag --help`` stays light)
-    from llama_index_e2rag.context.document_file import load_documents
-    from llama_index_e2rag.context.story_position import StoryPositions  # deferred: as above
+    from llama_index_e2rag.context.story_position import StoryPositions
 
-    load_documents(index.stores)
-    return StoryPositions(index.graph_store)
+    return StoryPositions(index.stores)
 
 
 def source_dict(
@@ -151,7 +149,7 @@ def source_dict(
     metadata."""
     # deferred: the schema's pydantic models (~1 s; ``e2rag --help`` stays light)
     from llama_index_e2rag.context.keys import POS_KEY
-    from llama_index_e2rag.context.story_position import source_name
+    from llama_index_e2rag.context.story_text import source_name
 
     meta = source.node.metadata
     pos = meta.get(POS_KEY)

@@ -11,7 +11,7 @@ from llama_index_e2rag.app.query import query_advice
 from llama_index_e2rag.cli.store import has_store, load_store
 from llama_index_e2rag.errors import E2RAGError, StoreDamagedError
 from llama_index_e2rag.modes import DEFAULT_MODE, RETRIEVER_MODES
-from llama_index_e2rag.persist.check import full_check, opening_check
+from llama_index_e2rag.persist.check import full_check, light_check
 from llama_index_e2rag.persist.info import StoreSummary, sentence_roles, summarize
 from llama_index_e2rag.schema import NodeKind
 
@@ -48,9 +48,10 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     show.add_argument(
         "--check",
         action="store_true",
-        help="the full check: also SQLite's page check and every document's rows against the "
-        "digest committed with them (reads the whole graph; without it, show checks what a "
-        "load checks and counts in SQLite)",
+        help="the full check: every file against its checksum, SQLite's page check and every "
+        "document's rows against the digest and counts committed with them (reads the whole "
+        "store; without it, show checks every file's size and the vector counts, and adds up "
+        "the counts the documents' records hold)",
     )
     show.set_defaults(func=run)
 
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             f"{args.store} --html story.html {unused[0]} ..."
         )
 
-    check = full_check if getattr(args, "check", False) else opening_check
+    check = full_check if getattr(args, "check", False) else light_check
     health = check(args.store) if (args.store / "e2rag").is_dir() else None
     if health is not None and health.problems:
         print(f"store: {args.store}")
@@ -87,11 +88,15 @@ def run(args: argparse.Namespace) -> int:
     if summary is None:  # no store (load_store says so) or a 0.1.0 store: load it
         summary = _loaded_summary(load_store(args.store))
     print(f"store: {args.store}")
-    said = [f"{len(health.notes)} note(s)"] if health is not None and health.notes else []
-    if health is not None and check is opening_check:
-        said.append("what a load checks; e2rag show --check reads every row")
+    notes = list(health.notes) if health is not None else []
+    if summary.scanned:
+        notes.append("counted from every row (documents committed before their records counted "
+                     f"their rows; e2rag repair --store {args.store} records the counts once)")
+    said = [f"{len(notes)} note(s)"] if notes else []
+    if health is not None and check is light_check:
+        said.append("file sizes and vector counts; e2rag show --check reads every byte")
     print("status: ok" + (f" ({'; '.join(said)})" if said else ""))
-    for note in health.notes if health is not None else []:
+    for note in notes:
         print(f"  note: {note}")
     print("documents:")
     for order, doc_id, chunks in summary.documents:

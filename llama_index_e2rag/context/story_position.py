@@ -1,205 +1,75 @@
-"""Where a piece of evidence sits in its story, in words a reader can use.
+"""Where a piece of evidence sits in its story, asked by every reader the same way.
 
-A character offset means nothing to a reader and a bare "93%" reads like a confidence, so
-positions read "peter_rabbit.txt · Chapter 3 · 93% through the story": the chapter (or book,
-part, section, ...) comes from the nearest heading before the evidence, found in the indexed
-chunks' text, and the share of the document is said to be one. The extractive answer, ``e2rag
-query``'s evidence, ``e2rag serve``'s ``where`` and the story page all say positions this way.
+The extractive answer, ``e2rag query``'s evidence, ``e2rag serve``'s ``where``, the metadata
+filters and the story page all ask ``document_chunks`` (or ``story_map``, ``StoryPositions``)
+with what they hold. The ``Stores`` of a persisted index answer from its read model
+(``document_file``: one small file instead of every chunk, derived and saved when missing or
+stale), so no reader can forget to consult it; a graph store alone (or stores without a folder)
+reads a document's chunks when it is first asked for (``story_text.read_document``). Either
+way once per content state.
 """
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_right
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Hashable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Union
 
-from llama_index_e2rag.context.keys import SOURCE_NAME_KEYS
-from llama_index_e2rag.schema import CHUNK_NODE_ATTR, NodeKind
+from llama_index_e2rag.context import document_file
+from llama_index_e2rag.context.story_text import (
+    DocumentChunks,
+    StoryMap,
+    describe_position,
+    read_document,
+    source_name,
+)
 from llama_index_e2rag.stores.state_cache import StateCache
 
 if TYPE_CHECKING:  # not imported at run time: the graph package loads networkx
     from llama_index_e2rag.graph.base import GraphStore
+    from llama_index_e2rag.stores.read_model_file import Stores
 
-_NUMBER = (
-    r"\d+|[ivxlcdm]+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
-    r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|first|second|third|fourth|"
-    r"fifth|sixth|seventh|eighth|ninth|tenth|last"
-)
-#: A heading line: "CHAPTER III.", "Chapter 3: The Net", "BOOK ONE", "Part II — Home", also as
-#: a Markdown heading ("# Chapter 1": .md files, and HTML or EPUB as LlamaIndex's readers give
-#: them); the whole line is the heading, so prose that happens to start with "Part of" is not one.
-#: Lines may end in CRLF (every Project Gutenberg file does): ``$`` stops before the ``\n`` only.
-_HEADING = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]+)?(chapter|book|part|section|canto|act|scene|stave|letter)[ \t]+(" + _NUMBER + r")"
-    r"[ \t]*(?:[.:\-\u2014][^\r\n]{0,70})?[ \t\r]*$",
-    re.IGNORECASE | re.MULTILINE,
-)
+#: What a reader asks with: the index's stores (their read model is consulted) or a graph alone.
+Source = Union["Stores", "GraphStore"]
 
 
-#: Where a Project Gutenberg file's story ends and its licence begins.
-_LICENCE = re.compile(r"\*\*\*\s*END OF (?:THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
-#: Characters between two headings of a table of contents at most (a title line and a blank
-#: line each); a chapter is longer than this.
-CONTENTS_GAP = 200
-
-
-@dataclass(frozen=True)
-class StoryMap:
-    """A document's length and its headings (absolute offset, label), in order."""
-
-    length: int
-    headings: tuple[tuple[int, str], ...] = ()
-    #: The document's name from its chunks' metadata (``source_name``), when they carry one.
-    source: Optional[str] = None
-
-    def percent_at(self, offset: int) -> float:
-        """Share of the document before ``offset``, in percent."""
-        return min(100.0, 100.0 * offset / self.length) if self.length else 0.0
-
-    def chapter_at(self, offset: int) -> Optional[str]:
-        """Label of the last heading at or before ``offset`` (None before the first)."""
-        i = bisect_right([start for start, _ in self.headings], offset)
-        return self.headings[i - 1][1] if i else None
-
-
-def headings(text: str, base: int = 0) -> list[tuple[int, str]]:
-    """Chapter-like headings of ``text`` as (``base`` + offset, "Chapter III")."""
-    return [
-        (base + m.start(1), f"{m.group(1).capitalize()} {_number_label(m.group(2))}")
-        for m in _HEADING.finditer(text)
-    ]
-
-
-def without_contents(found: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
-    """``found`` (in text order) without a table of contents: two neighbouring headings within
-    ``CONTENTS_GAP`` characters whose labels both come again later list chapters rather than
-    begin them (a book's "CHAPTER I. ... CHAPTER XIII." at its start; "BOOK TWO" right before
-    its "CHAPTER I." is a beginning)."""
-    last = {label: i for i, (_, label) in enumerate(found)}
-    again = [last[label] > i for i, (_, label) in enumerate(found)]
-
-    def listed_with(i: int, j: int) -> bool:
-        return 0 <= j < len(found) and again[j] and abs(found[j][0] - found[i][0]) < CONTENTS_GAP
-
-    return [
-        heading
-        for i, heading in enumerate(found)
-        if not (again[i] and (listed_with(i, i - 1) or listed_with(i, i + 1)))
-    ]
-
-
-def _number_label(number: str) -> str:
-    return number.upper() if re.fullmatch(r"[ivxlcdm]+", number, re.IGNORECASE) else (
-        number.lower() if number.isdigit() else number.capitalize()
-    )
-
-
-@dataclass(frozen=True)
-class DocumentChunks:
-    """What one read of a document's chunks tells: its story map, and its first chunk of source
-    text (whose metadata is the document's; ChronoRAG's layer-0 chunks are derived text)."""
-
-    story: Optional[StoryMap]
-    first_chunk: Optional[str]
-    #: (start, end, id) of its chunks of source text, in story order: which chunk a passage of
-    #: derived text (a ChronoRAG layer-0 chunk) was read from by the grounded extractor.
-    source_spans: tuple[tuple[int, int, str], ...] = ()
-
-    def chunks_at(self, offset: int) -> list[str]:
-        """Ids of the source chunks whose span holds ``offset`` (overlapping chunks: several)."""
-        return [chunk for start, end, chunk in self.source_spans if start <= offset < end]
-
-
-def document_chunks(graph_store: "GraphStore", doc_id: str) -> DocumentChunks:
-    """``doc_id``'s ``DocumentChunks``, read once per graph store and content state: a query
-    wants the map (the answer and the lines placing its evidence) and the document's metadata
-    (results name their source), and each read decodes every chunk (a novel's 656: 0.1 s)."""
-    found = _READINGS.get(graph_store)
-    if doc_id not in found:
-        chunks = graph_store.nodes(kind=NodeKind.CHUNK, doc_id=doc_id)
-        source = [c for c in chunks if c.attrs.get("layer") != 0]
-        spans = sorted((c.span[0], c.span[1], c.id) for c in source if c.span)
-        found[doc_id] = DocumentChunks(
-            _story_map(chunks), source[0].id if source else None, tuple(spans)
-        )
-    return found[doc_id]
+def document_chunks(source: Source, doc_id: str) -> DocumentChunks:
+    """``doc_id``'s ``DocumentChunks``: a query wants the map (the answer and the lines placing
+    its evidence) and the document's metadata (results name their source). Persisted stores
+    read every document's from their read model at once; otherwise, or for a document the
+    model does not hold, its chunks are read once per graph store and content state."""
+    if hasattr(source, "home"):  # Stores: a graph, and a folder when persisted
+        if source.home is not None:
+            found = document_file.readings(source)
+            if doc_id in found:
+                return found[doc_id]
+        graph = source.graph
+    else:
+        graph = source
+    read = _READINGS.get(graph)
+    if doc_id not in read:
+        read[doc_id] = read_document(graph, doc_id)
+    return read[doc_id]
 
 
 #: doc id -> its chunks' reading, per graph store and content state (filled as asked for)
 _READINGS: StateCache[dict[str, DocumentChunks]] = StateCache(lambda graph, state: {})
 
 
-def fill_readings(
-    graph_store: "GraphStore", state: Hashable, readings: Mapping[str, DocumentChunks]
-) -> bool:
-    """Give ``document_chunks`` these readings (``document_file``: persisted ones) while the
-    graph's content is still ``state``; False when it has moved on (they are not used)."""
-    found = _READINGS.get(graph_store)
-    if graph_store.version != state:
-        return False
-    for doc_id, reading in readings.items():
-        found.setdefault(doc_id, reading)
-    return True
-
-
-def story_map(graph_store: "GraphStore", doc_id: str) -> Optional[StoryMap]:
-    """The document's ``StoryMap`` from its indexed chunks (None when it has no spanned chunk;
-    read once per content state, ``document_chunks``)."""
-    return document_chunks(graph_store, doc_id).story
-
-
-def _story_map(doc_chunks: Sequence[Any]) -> Optional[StoryMap]:
-    chunks = [c for c in doc_chunks if c.span]
-    if not chunks:
-        return None
-    found: dict[int, str] = {}
-    story_end: Optional[int] = None
-    for chunk in chunks:
-        found.update(headings(chunk.text, chunk.span[0]))  # type: ignore[index]
-        end = _LICENCE.search(chunk.text)
-        if end is not None:
-            at = chunk.span[0] + end.start()  # type: ignore[index]
-            story_end = at if story_end is None else min(story_end, at)
-    if story_end is not None:  # the licence's "Section 1." is no chapter
-        found = {start: label for start, label in found.items() if start < story_end}
-    length = max(c.span[1] for c in chunks)  # type: ignore[index]
-    names = (source_name(_chunk_metadata(c), None) for c in chunks)
-    return StoryMap(
-        length=length,
-        headings=tuple(without_contents(sorted(found.items()))),
-        source=next((name for name in names if name != "document"), None),
-    )
-
-
-def _chunk_metadata(chunk: Any) -> Mapping[str, Any]:
-    stored = chunk.attrs.get(CHUNK_NODE_ATTR)
-    return (stored.get("metadata") or {}) if isinstance(stored, dict) else {}
-
-
-def source_name(
-    meta: Mapping[str, Any], doc_id: Optional[str], doc_order: Optional[int] = None
-) -> str:
-    """The document's file name or title, else its id, else its place among the documents."""
-    for key in SOURCE_NAME_KEYS:
-        if meta.get(key):
-            return str(meta[key]).rsplit("/", 1)[-1] if key == "file_path" else str(meta[key])
-    if doc_id:
-        return str(doc_id)
-    return f"document {doc_order}" if doc_order is not None else "document"
+def story_map(source: Source, doc_id: str) -> Optional[StoryMap]:
+    """The document's ``StoryMap`` (None when it has no spanned chunk; ``document_chunks``)."""
+    return document_chunks(source, doc_id).story
 
 
 class StoryPositions:
-    """Readable positions in the documents of one graph store (an answer, a server response or
-    a story page describes many positions of few documents: each map is read once,
-    ``story_map``)."""
+    """Readable positions in the documents of one index's stores or graph store (an answer, a
+    server response or a story page describes many positions of few documents: each map is
+    read once, ``story_map``)."""
 
-    def __init__(self, graph_store: "GraphStore") -> None:
-        self._graph = graph_store
+    def __init__(self, source: Source) -> None:
+        self._source = source
 
     def story(self, doc_id: Optional[str]) -> Optional[StoryMap]:
         """``doc_id``'s ``StoryMap`` (None for an unknown document)."""
-        return story_map(self._graph, doc_id) if doc_id else None
+        return story_map(self._source, doc_id) if doc_id else None
 
     def place(
         self, doc_id: Optional[str], char_offset: Optional[int]
@@ -221,19 +91,3 @@ class StoryPositions:
         return describe_position(name, percent, chapter, char_offset)
 
 
-def describe_position(
-    source: str,
-    percent: Optional[float] = None,
-    chapter: Optional[str] = None,
-    char_offset: Optional[int] = None,
-) -> str:
-    """"peter_rabbit.txt · Chapter 3 · 93% through the story"; the character offset is shown
-    only when the share of the story is unknown (it is the only position there is then)."""
-    parts = [source]
-    if chapter:
-        parts.append(chapter)
-    if percent is not None:
-        parts.append(f"{percent:.0f}% through the story")
-    elif char_offset is not None:
-        parts.append(f"character {char_offset:,}")
-    return " · ".join(parts)

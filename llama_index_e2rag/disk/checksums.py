@@ -91,15 +91,19 @@ class Checksums:
             atomic_replace(target, lambda tmp: tmp.write_bytes(data))
             self._set(name, [new])
 
-    def check(self, name: str) -> Optional[str]:
-        """Why file ``name`` is not acceptable (None when it is, or when it is not registered)."""
+    def check(self, name: str, full: bool = True) -> Optional[str]:
+        """Why file ``name`` is not acceptable (None when it is, or when it is not registered);
+        not ``full``: judged by its size alone (a file cut short, not one changed in place)."""
         accepted = self.read().get(name)
         if accepted is None:
             return None
         path = self.persist_dir / name
         if not path.is_file():
             return f"{path} is missing"
-        if file_sum(path) not in accepted:
+        if not full:
+            if path.stat().st_size not in [size for size, _ in accepted]:
+                return f"{path} does not have the size it was saved with (cut or changed)"
+        elif file_sum(path) not in accepted:
             return f"{path} does not match its checksum (changed or damaged since it was saved)"
         return None
 

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.graph.base import PAGE, Direction, DocRows, batch_links, pages
-from llama_index_e2rag.graph.sql_digest import doc_digest, reseal
+from llama_index_e2rag.graph.sql_digest import add_counts, doc_seal, reseal
 from llama_index_e2rag.graph.sql_pages import edge_pages, node_pages
 from llama_index_e2rag.graph.sql_rows import (  # noqa: F401 - FORMAT_NAME, SCHEMA, ... re-exported
     DOC_RECORD,
@@ -212,9 +212,18 @@ class SQLGraphStore:
         self._bump(cur)
 
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
+        """Remove nodes and their edges; the documents that held any of them are re-sealed in
+        the same transaction (their records' digests and counts follow their rows)."""
         ids = sorted(set(node_ids))
         with self._transaction() as cur:
+            holders = self._link_owners(cur, ids, "")
+            for batch in batches(ids):
+                marks = placeholders(len(batch))
+                rows = self._fetch(cur, f"SELECT DISTINCT doc_id FROM e2rag_nodes WHERE id IN "
+                                   f"({marks})", batch)
+                holders.update(r[0] for r in rows)
             self._delete_ids(cur, ids)
+            reseal(cur, self._sql, self.binary_collation, holders)
 
     def _delete_ids(self, cur: Any, ids: Sequence[str]) -> None:
         for batch in batches(ids):
@@ -285,8 +294,8 @@ class SQLGraphStore:
         """Replace every document of ``docs`` and set ``meta`` in one transaction: a batch of
         documents lands whole or not at all. Rows go in a page at a time (a document's nodes
         and edges may be read from a staging store as they are written), so the commit holds
-        one page, not the document. A document's record gets the digest of its rows as
-        written, links included; the links are written once every document of the batch is,
+        one page, not the document. A document's record gets the digest and counts of its rows
+        as written, links included; the links are written once every document of the batch is,
         and the documents that lost links to a replaced one are re-sealed."""
         links = batch_links(docs)
         with self._transaction() as cur:
@@ -311,12 +320,22 @@ class SQLGraphStore:
                     )
             self._write_edges(cur, links)
             for doc in docs:
-                record = dict(doc.record, rows=doc_digest(cur, self._sql, self.binary_collation, doc.doc_id))
+                seal = doc_seal(cur, self._sql, self.binary_collation, doc.doc_id)
+                record = dict(doc.record, **seal)
                 cur.execute(self._sql(UPSERT_META), (DOC_RECORD + doc.doc_id, json.dumps(record)))
             reseal(cur, self._sql, self.binary_collation, owners - {doc.doc_id for doc in docs})
             for key, value in meta.items():
                 cur.execute(self._sql(UPSERT_META), (key, value))
             self._bump(cur)
+
+    def count_records(self, doc_ids: Iterable[str]) -> list[str]:
+        """Add row counts to the records of ``doc_ids`` committed before records had them, in
+        one transaction (``sql_digest.add_counts``); returns the documents counted."""
+        with self._transaction() as cur:
+            counted = add_counts(cur, self._sql, self.binary_collation, doc_ids)
+            if counted:
+                self._bump(cur)
+            return counted
 
     # -- reads ----------------------------------------------------------------------------------
     def get_node(self, node_id: str) -> Optional[GraphNode]:
@@ -451,12 +470,12 @@ class SQLGraphStore:
         )
         return {key[len(DOC_RECORD) :]: json.loads(value) for key, value in rows}
 
-    def doc_rows_digest(self, doc_id: str) -> str:
-        """The digest of the document's rows as they are now (``sql_digest``)."""
+    def doc_seal(self, doc_id: str) -> dict[str, Any]:
+        """The digest and counts of the document's rows as they are now (``sql_digest``)."""
         with self._lock, self._translated():
             cur = self.conn.cursor()
             try:
-                return doc_digest(cur, self._sql, self.binary_collation, doc_id)
+                return doc_seal(cur, self._sql, self.binary_collation, doc_id)
             finally:
                 cur.close()
                 self.conn.commit()  # end the read transaction

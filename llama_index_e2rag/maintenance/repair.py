@@ -38,6 +38,7 @@ from llama_index_e2rag.persist.index_store import read_struct
 from llama_index_e2rag.persist.repair import (
     RepairReport,
     check_repairable,
+    count_documents,
     record_documents,
     rewrite_llama_files,
     set_aside,
@@ -45,6 +46,7 @@ from llama_index_e2rag.persist.repair import (
 from llama_index_e2rag.persist.storage import VECTORS_DIR
 from llama_index_e2rag.schema import embeddable
 from llama_index_e2rag.vectors.embedded import EmbeddedVectors
+from llama_index_e2rag.vectors.embedded_survey import survey
 
 __all__ = ["RepairReport", "documents_from_docstore", "repair_store"]
 
@@ -77,6 +79,7 @@ def _repair_around_graph(
     graph = SQLiteGraphStore.open_existing(home / GRAPH_FILE)
     try:
         record_documents(graph, report)
+        count_documents(graph, report)
         _repair_vectors(graph, home / VECTORS_DIR, embed_model, show_progress, report)
         rewrite_llama_files(graph, persist_dir, report)
         changed = changed_documents(graph)
@@ -131,6 +134,9 @@ def _repair_vectors(
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise
+    elif survey(folder).doc_counts is None:  # saved before the manifest counted vectors
+        vectors.persist(folder)  # in place: only the manifest is rewritten
+        report.actions.append("counted the vectors of each document in the vector manifest")
 
 
 # -- re-extraction ---------------------------------------------------------------------------

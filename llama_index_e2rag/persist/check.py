@@ -1,12 +1,14 @@
-"""Is a persisted store whole? The checks made when it is opened, and the full check of
-``e2rag show`` and ``e2rag repair``.
+"""Is a persisted store whole? The checks made when it is opened, the light check of ``e2rag
+show`` and the full check of ``e2rag show --check`` and ``e2rag repair``.
 
-Opening checks what is cheap and decisive: the checksummed JSON files (``checksums``), the
-vector files against their manifest (inside ``EmbeddedVectors.open``), and each document's vector
-count per kind against the record the graph committed with it (``opening_check``: ``e2rag
-show``). The full check adds SQLite's page check and each document's row digest, which read the
-whole graph (``full_check``: ``e2rag show --check``, ``e2rag repair``). Every problem is one line
-naming the file and the fix.
+Opening an index checks the checksummed JSON files (``checksums``), the vector files against
+their manifest (inside ``EmbeddedVectors.open``), and each document's vector count per kind
+against the record the graph committed with it. ``e2rag show``'s light check (``light_check``)
+reads no row and no byte that grows with the store: every file has the size it was saved with
+(a file cut short or missing is found; one changed in place at the same size is not), and the
+vector counts the manifest recorded match the graph's records. The full check (``full_check``)
+adds every file's checksum, SQLite's page check and each document's row digest and counts,
+which read the whole store. Every problem is one line naming the file and the fix.
 """
 
 from __future__ import annotations
@@ -31,14 +33,16 @@ def hint(persist_dir: Path) -> str:
     return f"run: e2rag repair --store {persist_dir}"
 
 
-def file_problem(persist_dir: Path, name: str, sums: Optional[Checksums] = None) -> Optional[str]:
+def file_problem(
+    persist_dir: Path, name: str, sums: Optional[Checksums] = None, full: bool = True
+) -> Optional[str]:
     """Why JSON file ``name`` of the store cannot be used (missing, changed since it was
-    saved, not JSON), or None."""
+    saved, not JSON), or None; not ``full``: judged by its size, not read."""
     path = persist_dir / name
-    problem = (sums or Checksums(persist_dir)).check(name)
+    problem = (sums or Checksums(persist_dir)).check(name, full)
     if problem is None and not path.is_file():
         problem = f"{path} is missing"
-    if problem is None:
+    if problem is None and full:
         try:
             json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -78,11 +82,16 @@ def missing_vectors(stores: "Stores") -> dict[str, int]:
 
 
 def changed_documents(graph: "GraphStore") -> list[str]:
-    """Documents whose rows no longer match the digest committed with them."""
-    return sorted(
-        doc for doc, record in graph.doc_records().items()
-        if record.get("rows") and graph.doc_rows_digest(doc) != record["rows"]
-    )
+    """Documents whose rows no longer match the digest (and counts) committed with them."""
+    changed = []
+    for doc, record in graph.doc_records().items():
+        if record.get("rows"):
+            seal = graph.doc_seal(doc)
+            if seal["rows"] != record["rows"] or record.get("counts", seal["counts"]) != seal[
+                "counts"
+            ]:
+                changed.append(doc)
+    return sorted(changed)
 
 
 def check_counts(stores: "Stores", persist_dir: Path) -> None:
@@ -117,17 +126,17 @@ def full_check(persist_dir: Path) -> StoreHealth:
     return _health(persist_dir, full=True)
 
 
-def opening_check(persist_dir: Path) -> StoreHealth:
-    """What a load checks, without llama-index or a model (``e2rag show``): the JSON files,
-    the vector files against their manifest, each document's vector counts against its
-    record. Cheap at any size: no page of the graph is read beyond its document records."""
+def light_check(persist_dir: Path) -> StoreHealth:
+    """What ``e2rag show`` checks, without llama-index or a model: every JSON and vector file
+    has the size it was saved with, each document's vector counts (as the vector manifest
+    recorded them) against its record. Cheap at any size: no row of the graph or the vectors
+    is read, no file checksummed."""
     return _health(persist_dir, full=False)
 
 
 def _health(persist_dir: Path, full: bool) -> StoreHealth:
     # deferred: networkx and pydantic (the graph stores), numpy (the vectors), ~0.7 s
     from llama_index_e2rag.graph.sqlite_store import GRAPH_FILE, SQLiteGraphStore
-    from llama_index_e2rag.vectors.embedded import EmbeddedVectors
 
     health = StoreHealth()
     persist_dir = Path(persist_dir)
@@ -136,7 +145,7 @@ def _health(persist_dir: Path, full: bool) -> StoreHealth:
     if sums.path.exists() and not sums.read():
         health.notes.append(f"{sums.path} is unreadable: the JSON files are not checked")
     for name in sorted(set(USED_FILES) | set(sums.names())):
-        problem = file_problem(persist_dir, name, sums)
+        problem = file_problem(persist_dir, name, sums, full)
         if problem is not None:
             (health.problems if name in USED_FILES else health.notes).append(problem)
     graph_path = home / GRAPH_FILE
@@ -159,11 +168,11 @@ def _health(persist_dir: Path, full: bool) -> StoreHealth:
             if graph is not None:
                 graph.close()
             graph = None
-    vectors = EmbeddedVectors.open(home / "vectors", salvage=True)
-    health.problems.extend(f"{home / 'vectors'}: {d}" for d in vectors.damaged)
+    damaged, have = _vector_counts(home / "vectors", full, health)
+    health.problems.extend(f"{home / 'vectors'}: {d}" for d in damaged)
     if graph is not None:
         try:
-            _check_graph_against(graph, vectors, health, home, full)
+            _check_graph_against(graph, have, damaged, health, home, full)
         except StoreDamagedError as exc:
             health.problems.append(str(exc))
         finally:
@@ -171,12 +180,35 @@ def _health(persist_dir: Path, full: bool) -> StoreHealth:
     return health
 
 
-def _check_graph_against(graph, vectors, health: StoreHealth, home: Path, full: bool) -> None:
+def _vector_counts(
+    folder: Path, full: bool, health: StoreHealth
+) -> tuple[list[str], dict[str, dict[str, int]]]:
+    """The damaged vector files and the live vectors per document and kind: from the manifest
+    (light), else from opening the folder (every file checksummed, every id read)."""
+    # deferred: numpy (the vectors), as above
+    from llama_index_e2rag.vectors.embedded import EmbeddedVectors
+    from llama_index_e2rag.vectors.embedded_survey import survey
+
+    if not full:
+        glance = survey(folder)
+        if glance.doc_counts is not None or glance.damaged:
+            return glance.damaged, glance.doc_counts or {}
+        health.notes.append(
+            "vector counts read from every vector file (saved before the vector manifest "
+            "recorded them; the next save records them)"
+        )
+    vectors = EmbeddedVectors.open(folder, salvage=True)
+    return vectors.damaged, vectors.doc_counts()
+
+
+def _check_graph_against(
+    graph, have: dict[str, dict[str, int]], damaged: list[str], health: StoreHealth,
+    home: Path, full: bool,
+) -> None:
     """Vector counts of every document against its committed record; ``full``: row digests
-    too (they read the whole graph)."""
+    and counts too (they read the whole graph)."""
     records = graph.doc_records()
     orders = graph.doc_orders()
-    have = vectors.doc_counts()
     changed = changed_documents(graph) if full else []
     if changed:
         health.problems.append(
@@ -184,7 +216,7 @@ def _check_graph_against(graph, vectors, health: StoreHealth, home: Path, full: 
             f"they were committed ({', '.join(changed[:3])})"
         )
     short = short_vectors(records, have)
-    if short and not vectors.damaged:
+    if short and not damaged:
         what = ", ".join(f"{n} {kind}" for kind, n in sorted(short.items()))
         health.problems.append(f"{home / 'vectors'} lacks vectors its graph committed ({what})")
     unrecorded = sorted(set(orders) - set(records))

@@ -86,6 +86,15 @@ def record_documents(graph: Any, report: RepairReport) -> None:
                               "(re-index those documents to restore them)")
 
 
+def count_documents(graph: Any, report: RepairReport) -> None:
+    """Count the rows of documents committed before records counted them, once: ``e2rag
+    show`` then adds up records instead of reading every row."""
+    records = graph.doc_records()
+    counted = graph.count_records(d for d, r in records.items() if "counts" not in r)
+    if counted:
+        report.actions.append(f"counted the rows of {len(counted)} document(s) in their records")
+
+
 def rewrite_llama_files(graph: Any, persist_dir: Path, report: RepairReport) -> None:
     """docstore.json, index_store.json, the pointer and the unused vector-store files, from the
     graph, where they are damaged or missing."""

@@ -17,7 +17,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.context.story_position import headings as find_headings
+from llama_index_e2rag.context.story_text import headings as find_headings
 from llama_index_e2rag.ranking.answer_kind import name_kind
 from llama_index_e2rag.ranking.sections import centroid_norms, section_ids
 from llama_index_e2rag.schema import GraphNode, name_type, normalize_text

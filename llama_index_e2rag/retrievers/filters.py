@@ -28,7 +28,6 @@ from llama_index.core.vector_stores.types import (
 )
 
 from llama_index_e2rag.context.keys import INTERNAL_METADATA_KEYS, RESULT_SOURCE_KEYS
-from llama_index_e2rag.context.document_file import load_documents
 from llama_index_e2rag.context.story_position import document_chunks
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.stores import kind_search
@@ -141,9 +140,8 @@ _OPERATORS: dict[FilterOperator, Callable[[Any, Any], bool]] = {
 # -- the documents' metadata ----------------------------------------------------------------------
 def _documents(stores: Stores, state: Hashable) -> dict[str, dict[str, Any]]:
     """doc id -> its user metadata (from its first chunk) plus ``doc_id`` / ``ref_doc_id``."""
-    load_documents(stores)
     found: dict[str, dict[str, Any]] = {doc_id: {} for doc_id in stores.graph.doc_ids()}
-    first = [document_chunks(stores.graph, doc_id).first_chunk for doc_id in found]
+    first = [document_chunks(stores, doc_id).first_chunk for doc_id in found]
     for node, chunk in stores.chunk_pairs([c for c in first if c is not None]):
         found[node.doc_id] = {
             k: v for k, v in chunk.metadata.items() if k not in INTERNAL_METADATA_KEYS

@@ -19,10 +19,12 @@ before its first save holds about a segment per kind in memory; a save writes th
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -118,7 +120,8 @@ class EmbeddedVectors:
         self._kinds.setdefault(entry["kind"], []).append(Segment.open(folder, entry, self.dim))
         crcs = entry.get("crc") or {}  # absent in folders written before checksums
         if crcs:
-            self._known_crcs[entry["name"]] = dict(crcs, dead_file=entry["dead"])
+            self._known_crcs[entry["name"]] = dict(crcs, dead_file=entry["dead"],
+                                                   docs=entry.get("docs"))
 
     def refresh(self) -> bool:
         """Re-read the folder if another process changed it since this storage last read or
@@ -371,16 +374,22 @@ class EmbeddedVectors:
             plan[kind] = groups
         return plan
 
-    def _crcs(self, folder: Path, entry: dict) -> dict[str, list[int]]:
-        """Checksums of a manifest entry's files (kept from the last manifest when unchanged)."""
+    def _facts(self, folder: Path, entry: dict, seg: Segment) -> tuple[dict, dict[str, int]]:
+        """Checksums of a manifest entry's files and its live rows per document (kept from the
+        last manifest when unchanged): what opening checks, and what ``e2rag show`` counts
+        without reading the id files (``embedded_survey``)."""
         known = self._known_crcs.get(entry["name"], {})
+        same_dead = known.get("dead_file") == entry["dead"]
         crcs = {ext: known.get(ext) or file_sum(folder / f"{entry['name']}.{ext}")
                 for ext in ("npy", "json")}
         if entry["dead"]:
-            crcs["dead"] = known.get("dead") if known.get("dead_file") == entry["dead"] else None
-            crcs["dead"] = crcs["dead"] or file_sum(folder / entry["dead"])
-        self._known_crcs[entry["name"]] = dict(crcs, dead_file=entry["dead"])
-        return {k: v for k, v in crcs.items() if v is not None}
+            crcs["dead"] = (known.get("dead") if same_dead else None) or file_sum(
+                folder / entry["dead"])
+        docs = known.get("docs") if same_dead else None
+        if docs is None:
+            docs = dict(Counter(itertools.compress(seg.docs[: seg.n], seg.alive[: seg.n].tolist())))
+        self._known_crcs[entry["name"]] = dict(crcs, dead_file=entry["dead"], docs=docs)
+        return {k: v for k, v in crcs.items() if v is not None}, docs
 
     def persist(self, folder: Path) -> None:
         """Write the state under ``folder``: only the change if this storage was opened from or
@@ -412,11 +421,13 @@ class EmbeddedVectors:
                                 np.flatnonzero(~seg.alive[: seg.n]).astype(np.int32))
                     kinds.setdefault(kind, []).append(seg)
             state = uuid.uuid4().hex
-            entries = [{"name": written.get(seg, seg.name), "kind": kind, "rows": seg.n,
-                        "dead": None if seg in written else dead_files.get(seg, seg.dead_file)}
-                       for kind, segments in kinds.items() for seg in segments]
-            for entry in entries:
-                entry["crc"] = self._crcs(folder, entry)
+            entries = []
+            for kind, segments in kinds.items():
+                for seg in segments:
+                    entries.append({"name": written.get(seg, seg.name), "kind": kind,
+                                    "rows": seg.n, "dead": None if seg in written
+                                    else dead_files.get(seg, seg.dead_file)})
+                    entries[-1]["crc"], entries[-1]["docs"] = self._facts(folder, entries[-1], seg)
             manifest = {"format": FORMAT, "version": VERSION, "dim": self.dim, "state": state,
                         "segments": entries}
             _sync_dir(folder)

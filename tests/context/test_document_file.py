@@ -1,6 +1,7 @@
 """The documents' story maps persisted per content state (``context.document_file``): a new
-process places evidence from the saved file without reading every chunk, the same places; a
-file that does not match the graph is derived again.
+process places evidence from the saved file without reading every chunk, the same places, and
+no reader has to ask for the file (``story_position.document_chunks`` consults it when given
+the stores); a file that does not match the graph is derived again.
 
 Real components: the offline default graph (spaCy), MiniLM, a persisted store in a real folder.
 """
@@ -15,9 +16,10 @@ import pytest
 from llama_index.core import Document
 
 from llama_index_e2rag.app.query import QueryOptions, run_retrieve
-from llama_index_e2rag.context import document_file, story_position
+from llama_index_e2rag.context import document_file, story_text
 from llama_index_e2rag.context.story_position import document_chunks
 from llama_index_e2rag.maintenance.load import load_index
+from llama_index_e2rag.retrievers.filters import document_metadata
 
 from persisted_demo import DEMO_QUESTIONS, HARMS, assert_derived_again, model_file, persist_demo
 
@@ -46,7 +48,7 @@ def _no_chunk_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a document's chunks were read to place evidence")
 
-    monkeypatch.setattr(story_position, "_story_map", refuse)
+    monkeypatch.setattr(story_text, "_story_map", refuse)
 
 
 def test_a_new_process_reads_the_saved_readings_equal_to_the_chunks(
@@ -54,14 +56,14 @@ def test_a_new_process_reads_the_saved_readings_equal_to_the_chunks(
 ) -> None:
     assert model_file(store, document_file.DOCUMENTS_FILE).is_file()
     index = load_index(store, embed_model=minilm)
+    # a graph alone has no read model: its chunks are read
     derived = {d: document_chunks(index.graph_store, d) for d in index.graph_store.doc_ids()}
     assert derived and all(r.story is not None and r.source_spans for r in derived.values())
     expected = _places(store, minilm)
 
     _no_chunk_reads(monkeypatch)
-    loaded = load_index(store, embed_model=minilm)
-    document_file.load_documents(loaded.stores)
-    assert {d: document_chunks(loaded.graph_store, d) for d in derived} == derived
+    loaded = load_index(store, embed_model=minilm)  # a reader asking with the stores, nothing else
+    assert {d: document_chunks(loaded.stores, d) for d in derived} == derived
     assert _places(store, minilm) == expected
 
 
@@ -87,6 +89,17 @@ def test_a_write_makes_the_saved_readings_stale(store: Path, minilm, tmp_path: P
     index = load_index(store, embed_model=minilm)
     index.insert(Document(text="CHAPTER I.\n\nBenjamin Bunny visited the garden.", id_="ben"))
     reloaded = load_index(store, embed_model=minilm)
-    document_file.load_documents(reloaded.stores)
-    story = document_chunks(reloaded.graph_store, "ben").story
+    story = document_chunks(reloaded.stores, "ben").story
     assert story is not None and story.headings == ((0, "Chapter I"),)
+
+
+def test_the_metadata_filters_read_documents_from_the_read_model(
+    store: Path, minilm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that only holds the stores (the filters' documents) gets the read model's
+    answer without asking for it: no chunk is read."""
+    _no_chunk_reads(monkeypatch)
+    index = load_index(store, embed_model=minilm)
+    metadata = document_metadata(index.stores)
+    assert sorted(metadata) == sorted(index.graph_store.doc_ids())
+    assert all(meta["doc_id"] == doc for doc, meta in metadata.items())
