@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import numpy as np
-from llama_index.core.schema import Document, TextNode
+from llama_index.core.schema import BaseComponent, Document, TextNode
 
+from llama_index_e2rag.embeddings import MiniLMEmbedding
 from llama_index_e2rag.errors import MissingExtraError
 from llama_index_e2rag.extract.builders import DocumentBuilder, builder_configs, restore_builders
 from llama_index_e2rag.extract.chunking import chunk_document
-from llama_index_e2rag.graph.base import GraphStore, pages
+from llama_index_e2rag.graph.base import pages
 from llama_index_e2rag.ingest.embedding import StagedVectors
 from llama_index_e2rag.ingest.models import IndexModels
 from llama_index_e2rag.ingest.pipeline import StagedDoc, add_stats
@@ -173,6 +174,32 @@ class DocumentStager:
             discard(graph)
 
 
+class Portable:
+    """A llama-index component (LLM, embedding, extractor) as a worker gets it: its class and
+    fields, rebuilt there. llama-index's own pickling drops, with a logged warning, a field
+    that the standard ``pickle`` cannot take (a function, a closure), so a worker would
+    silently run a different model; Ray's cloudpickle takes them."""
+
+    def __init__(self, component: Any) -> None:
+        self.cls = type(component)
+        self.fields = dict(component.__dict__)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.cls, self.fields))
+
+
+def _rebuild(cls: type, fields: dict[str, Any]) -> Any:
+    """The component again (its private state, e.g. clients and locks, made afresh)."""
+    return cls(**fields)
+
+
+def portable(value: Any) -> Any:
+    """``value``, or a list of them, with llama-index components as ``Portable``."""
+    if isinstance(value, list):
+        return [portable(item) for item in value]
+    return Portable(value) if isinstance(value, BaseComponent) else value
+
+
 def portable_builders(
     builders: Sequence[DocumentBuilder],
 ) -> list[Union[DocumentBuilder, dict[str, dict[str, Any]]]]:
@@ -241,9 +268,10 @@ async def astage_on_ray(
     answers = ray.put(cache.entries() if cache is not None else {})
     actor = ray.remote(num_cpus=option.cpus_per_worker)(DocumentStager)
     cpus = max(1, int(option.cpus_per_worker))
-    settings, portable = models.worker_settings(), portable_builders(builders)
+    settings = {key: portable(value) for key, value in models.worker_settings().items()}
+    shipped = portable_builders(builders)
     actors = [
-        actor.remote(settings, portable, passage_words, answers, cpus)
+        actor.remote(settings, shipped, passage_words, answers, cpus)
         for _ in range(min(workers, len(documents)))
     ]
     pool = ray.util.ActorPool(actors)
@@ -289,8 +317,6 @@ async def astage_on_ray(
 def _with_threads(embed_model: Any, cpus: Optional[int]) -> Any:
     """The offline embedding with ONNX threads for the worker's CPUs, not the machine's (two
     workers each running a thread per core would halve each other)."""
-    from llama_index_e2rag.embeddings import MiniLMEmbedding
-
     if cpus and isinstance(embed_model, MiniLMEmbedding) and embed_model.num_threads is None:
         return embed_model.model_copy(update={"num_threads": cpus})
     return embed_model
