@@ -24,6 +24,7 @@ from llama_index_e2rag.index import E2RAGIndex
 from llama_index_e2rag.ingest import ray_workers
 from llama_index_e2rag.ingest.embedding import StagedVectors
 from llama_index_e2rag.ingest.ray_workers import RayIngest, merge_vectors, ray_option
+from llama_index_e2rag.modes import RETRIEVER_MODES
 
 TESTS = Path(__file__).resolve().parents[1]
 NAMES = ["Peter", "Mr. McGregor", "Mrs. Rabbit", "Benjamin"]
@@ -96,7 +97,7 @@ def test_an_offline_build_on_ray_equals_the_single_process_build(ray_cluster, mi
     )
     assert_same(on_ray, single)
     assert on_ray.extraction_report() == single.extraction_report()
-    for mode in ("narrative", "grounded", "chrono", "sentence_graph", "event_graph"):
+    for mode in RETRIEVER_MODES:
         question = "Why did Peter lose his jacket?"
         got = [n.node.node_id for n in on_ray.as_retriever(mode=mode).retrieve(question)]
         assert got == [n.node.node_id for n in single.as_retriever(mode=mode).retrieve(question)]
@@ -125,6 +126,22 @@ def test_an_llm_build_on_ray_equals_it_and_shares_the_answer_cache(ray_cluster, 
     assert again.llm_stats()["calls"] == 0
     assert again.llm_stats()["cache_hits"] == calls
     assert_same(again, single)
+
+
+def test_a_ray_build_commits_into_a_postgres_graph_as_one_process_does(
+    ray_cluster, postgres_dsn, postgres_schema
+):
+    from hash_embedding import HashEmbedding
+
+    from llama_index_e2rag.graph.postgres_store import PostgresGraphStore
+
+    def build(**kwargs: Any) -> E2RAGIndex:
+        return E2RAGIndex.from_documents(
+            documents(), llm=ScriptedLLM(names=NAMES), embed_model=HashEmbedding(), **kwargs
+        )
+
+    graph = PostgresGraphStore(postgres_dsn, schema=postgres_schema)
+    assert_same(build(graph_store=graph, ray=TWO_WORKERS), build())
 
 
 class KillingBuilder:
