@@ -100,6 +100,7 @@ def main() -> None:
         index = E2RAGIndex.from_documents(docs, ray=ray_option)
         wall = time.perf_counter() - start
         index.storage_context.persist(store)
+        nodes = sum(len(page) for page in index.graph_store.scan_nodes())
     sampler.done.set()
     sampler.join()
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -110,7 +111,7 @@ def main() -> None:
         "workers": args.workers,
         "docs": len(docs),
         "words": words,
-        "nodes": sum(len(page) for page in index.graph_store.scan_nodes()),
+        "nodes": nodes,
         "wall_s": round(wall, 1),
         "cpu_s": round(driver_cpu + worker_cpu, 1),
         "driver_cpu_s": round(driver_cpu, 1),
