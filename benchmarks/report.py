@@ -17,6 +17,8 @@ FIRST_ANSWER_MD = Path(__file__).resolve().parent / "results" / "first-answer.md
 BUILD_MD = Path(__file__).resolve().parent / "results" / "build-breakdown.md"
 #: Warm latency per mode at two index sizes (issue 26), measured by hand.
 LATENCY_MD = Path(__file__).resolve().parent / "results" / "latency-growth.md"
+#: Ingestion on Ray against one process (issue 27), measured by hand.
+RAY_MD = Path(__file__).resolve().parent / "results" / "ray-scaling.md"
 #: Reference baseline figures from ``shared/data/README.md`` (same embedding, full dev splits).
 README_REFERENCE = {
     "fairytaleqa": {"bm25": (0.633, 0.817), "dense": (0.582, 0.756), "hybrid": (0.633, 0.821),
@@ -491,7 +493,7 @@ def render(results: dict[str, Any], img_dir: Path, doc_path: Path) -> str:
         plot = plot_scaling(scaling, modes, img_dir / "scaling.png")
         if plot:
             out += [f"![scaling]({os.path.relpath(plot, doc_path.parent)})", ""]
-    for by_hand in (BUILD_MD, LATENCY_MD, FIRST_ANSWER_MD):  # measured by hand; a render keeps them
+    for by_hand in (BUILD_MD, LATENCY_MD, FIRST_ANSWER_MD, RAY_MD):  # measured by hand; a render keeps them
         if by_hand.is_file():
             out += [by_hand.read_text(encoding="utf-8").strip(), ""]
     out += _vector_storage_section()

@@ -10,7 +10,7 @@ two registries, which ``load_index_from_storage`` needs; nothing else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Union
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -35,6 +35,7 @@ from llama_index_e2rag.extract.passages import DEFAULT_PASSAGE_WORDS
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.ingest.layers import LayersAdded
 from llama_index_e2rag.ingest.models import IndexModels
+from llama_index_e2rag.ingest.ray_workers import RayIngest, ray_option
 from llama_index_e2rag.ingest.validation import validate_document, validate_documents
 from llama_index_e2rag.ingest.writer import IndexWriter
 from llama_index_e2rag.llm.runner import run_sync
@@ -87,6 +88,10 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             warning (``same_text``: llama-index's ``DocstoreStrategy.DUPLICATES_ONLY`` for new
             ids, by text alone, and upserts for known ids). ``insert``, ``insert_documents`` and
             their async forms take it per call too.
+        ray: stage documents (chunking, extraction, layers, embedding) on Ray workers and
+            commit them here as one write: ``True`` (a local cluster, or the one joined),
+            an address (``"auto"``, ``"ray://host:10001"``) or a ``RayIngest``; needs the
+            ``ray`` extra. ``insert_documents`` takes it per call too.
 
     Inserts may run concurrently (``ainsert`` from several tasks, ``insert`` from several
     threads): documents get distinct story orders and commit one at a time.
@@ -118,6 +123,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         allow_duplicates: bool = False,
         show_progress: bool = False,
         callback_manager: Optional[CallbackManager] = None,
+        ray: Union[None, bool, str, RayIngest] = None,
         **kwargs: Any,
     ) -> None:
         # the stores first: a loaded index's settings are the ones its graph committed last
@@ -155,6 +161,7 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
             struct=lambda: self._index_struct,
             index_store=lambda: self._storage_context.index_store,
             show_progress=show_progress,
+            ray=ray_option(ray),
         )
         self._engines = EngineFactory(self._stores, self._models, self.passage_words)
         self.doc_orders = self._writer.doc_orders
@@ -304,20 +311,29 @@ class E2RAGIndex(BaseIndex[E2RAGIndexStruct]):
         )
 
     def insert_documents(
-        self, documents: Sequence[Document], *, allow_duplicates: Optional[bool] = None
+        self,
+        documents: Sequence[Document],
+        *,
+        allow_duplicates: Optional[bool] = None,
+        ray: Union[None, bool, str, RayIngest] = None,
     ) -> None:
         """Index several documents in one build (extraction runs concurrently across them).
-        ``allow_duplicates`` (default: the index's) keeps new documents whose text is indexed."""
-        run_sync(self.ainsert_documents(documents, allow_duplicates=allow_duplicates))
+        ``allow_duplicates`` (default: the index's) keeps new documents whose text is indexed;
+        ``ray`` (default: the index's) stages them on Ray workers."""
+        run_sync(self.ainsert_documents(documents, allow_duplicates=allow_duplicates, ray=ray))
 
     async def ainsert_documents(
-        self, documents: Sequence[Document], *, allow_duplicates: Optional[bool] = None
+        self,
+        documents: Sequence[Document],
+        *,
+        allow_duplicates: Optional[bool] = None,
+        ray: Union[None, bool, str, RayIngest] = None,
     ) -> None:
         """Validate all, skip the same text twice, chunk, extract, build, embed; then commit
         them as one."""
         validate_documents(documents)
         allow = self.allow_duplicates if allow_duplicates is None else allow_duplicates
-        await self._writer.ainsert_documents(documents, allow)
+        await self._writer.ainsert_documents(documents, allow, ray_option(ray))
 
     def insert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
         run_sync(self.ainsert_nodes(nodes, **insert_kwargs))

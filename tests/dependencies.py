@@ -77,6 +77,7 @@ NEEDS: dict[str, Need] = {
         ("llama_index.readers.file", "pypdf", "ebooklib", "html2text", "docx2txt", "docx"),
         "pip install -e '.[files]' python-docx",
     ),
+    "ray": Need("Ray", ("ray",), "pip install -e '.[ray]'"),
     "bench": Need("the benchmark extras", ("matplotlib", "usearch"), "pip install -e '.[bench]'"),
     "qdrant": Need("Qdrant", ("qdrant_client", "llama_index.vector_stores.qdrant"), _STORES),
     "chroma": Need("Chroma", ("chromadb", "llama_index.vector_stores.chroma"), _STORES),
@@ -90,6 +91,7 @@ NEEDS: dict[str, Need] = {
 #: fixture name -> the marker a test using it gets
 FIXTURE_NEEDS: dict[str, str] = {
     "minilm": "minilm",
+    "ray_cluster": "ray",
     "nlp": "spacy",
     "postgres_server": "postgres",
     "postgres_env": "postgres",

@@ -29,6 +29,7 @@ EXTRA_OF_MODULE = {
     "llama_index.llms.openai": "openai",
     "llama_index.embeddings.openai": "openai",
     "lightrag": "lightrag",
+    "ray": "ray",
     "psycopg": "postgres",
     "psycopg_binary": "postgres",
     "qdrant_client": "stores",

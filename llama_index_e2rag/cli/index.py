@@ -88,6 +88,20 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         f"{COMMIT_WORDS:,}; a longer document is a group of its own): memory holds one group, "
         "and a stopped run keeps the groups saved (run it again to index the rest)",
     )
+    index.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help="chunk, extract, build layers and embed on Ray workers (the [ray] extra), "
+        "committing here: 'local' starts a cluster of this machine's cores, 'auto' joins the "
+        "one 'ray start' runs here, or a cluster's address (ray://host:10001)",
+    )
+    index.add_argument(
+        "--ray-workers",
+        type=_positive,
+        default=None,
+        help="Ray workers (default: one per CPU of the cluster)",
+    )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
     index.set_defaults(func=run)
 
@@ -113,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         )
     documents = read_documents(args.paths, encoding=args.encoding)
     validate_documents(documents)  # bad input writes nothing, not even the folder
+    ray = _ray(args)
     # ours, or refused, before anything is written (the LLM cache below lives in it)
     was = claim(args.store, "--store").kind
     options = {
@@ -122,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         "show_progress": not args.quiet,
         "cache_dir": str(args.store),
         "allow_duplicates": args.allow_duplicates,
+        "ray": ray,
     }
     builders = default_builders(flags)
     unchanged, added = 0, None
@@ -141,6 +157,20 @@ def run(args: argparse.Namespace) -> int:
     _save(index, args.store, read_models=True)
     _print_summary(index, args.store, len(documents), unchanged, skipped, added)
     return 0
+
+
+def _ray(args: argparse.Namespace) -> object:
+    """``--ray`` as the index's ``ray=`` (``None``: build in this process)."""
+    if args.ray is None:
+        if args.ray_workers is not None:
+            raise E2RAGError("--ray-workers needs --ray (local, auto or a cluster's address)")
+        return None
+    # deferred: llama-index, like run's imports
+    from llama_index_e2rag.ingest.ray_workers import RayIngest, import_ray
+
+    import_ray()  # without Ray: one line naming the extra, before anything is read or written
+    address = None if args.ray == "local" else args.ray
+    return RayIngest(address=address, workers=args.ray_workers)
 
 
 def commit_groups(documents: Sequence["Document"], words: int) -> list[list["Document"]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import warnings
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import LLM
@@ -55,6 +55,8 @@ class IndexModels:
         num_workers, max_retries: the runner's concurrent calls and retries per call.
         built_with: names the embedding the stored vectors were made with (the index's
             ``config["embed_model"]``), asked when the embedding is resolved: another warns.
+        response_cache: the runner's cache instead of one in ``cache_dir`` (a Ray worker's
+            in-memory copy of the driver's, ``ingest.ray_workers``).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class IndexModels:
         llm_timeout: Optional[float] = 120.0,
         cache_dir: Optional[str] = None,
         built_with: Callable[[], Optional[str]] = lambda: None,
+        response_cache: Optional[llm_runner.ResponseCache] = None,
     ) -> None:
         self._llm_arg = llm
         self._embed_model_arg = embed_model
@@ -82,6 +85,7 @@ class IndexModels:
         self._max_retries = max_retries
         self._llm_timeout = llm_timeout
         self._cache_dir = cache_dir
+        self._response_cache = response_cache
         self._built_with = built_with
         # guards the lazily built models, runner, extractors and splitter (first use may race)
         self._lock = threading.RLock()
@@ -108,7 +112,9 @@ class IndexModels:
             with self._lock:
                 if self._runner is None:
                     cache_path = str(Path(self._cache_dir or ".") / "llm_cache.json")
-                    cache = llm_runner.ResponseCache(cache_path) if self._cache_dir else None
+                    cache = self._response_cache
+                    if cache is None and self._cache_dir:
+                        cache = llm_runner.ResponseCache(cache_path)
                     self._runner = llm_runner.LLMRunner(
                         self.llm,
                         cache=cache,
@@ -140,6 +146,22 @@ class IndexModels:
                         )
                     self._embed_model = model
         return self._embed_model
+
+    def worker_settings(self) -> dict[str, Any]:
+        """The keyword arguments another process builds the same models from (a Ray worker,
+        ``ray_workers``): LLM and embedding resolved here, since the worker has not this
+        process's ``Settings``; the runner, its cache and the default extractors are its own."""
+        return dict(
+            llm=self.llm,
+            embed_model=self.embed_model,
+            extractors=self._extractors_arg,
+            chunk_size=self.chunk_size,
+            chunk_overlap=self.chunk_overlap,
+            combined=self.combined,
+            num_workers=self._num_workers,
+            max_retries=self._max_retries,
+            llm_timeout=self._llm_timeout,
+        )
 
     def answer_llm(self, llm: Optional[LLM]) -> Optional[LLM]:
         """The LLM an engine answers with: ``llm`` when given (a ``NoLLM``: none, so extractive

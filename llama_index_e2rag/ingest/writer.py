@@ -21,24 +21,19 @@ from llama_index_e2rag.extract.builders import DocumentBuilder, builder_configs
 from llama_index_e2rag.extract.chunking import chunk_document
 from llama_index_e2rag.ingest.layers import LayersAdded, missing_builders, stage_layers
 from llama_index_e2rag.ingest.models import IndexModels
-from llama_index_e2rag.ingest.embedding import RecordingEmbedding, embed_staged
+from llama_index_e2rag.ingest.embedding import StagedVectors
 from llama_index_e2rag.ingest.pipeline import (
     DocOrders,
+    StagedDoc,
     WriteLock,
     add_stats,
     document_write,
     link_staged,
-    stage_document,
 )
-from llama_index_e2rag.ingest.progress import doc_bar, steps_bar
-from llama_index_e2rag.ingest.staging import (
-    chunk_words,
-    discard,
-    extraction_groups,
-    stage_fragments,
-    staging_graph,
-    words_of,
-)
+from llama_index_e2rag.ingest.progress import steps_bar
+from llama_index_e2rag.ingest.ray_workers import RayIngest, astage_on_ray
+from llama_index_e2rag.ingest.stage import Group, astage_batch
+from llama_index_e2rag.ingest.staging import chunk_words, discard, staging_graph, words_of
 from llama_index_e2rag.ingest.validation import validate_nodes
 from llama_index_e2rag.graph.base import GraphStore
 from llama_index_e2rag.persist.storage import index_meta
@@ -49,9 +44,6 @@ from llama_index_e2rag.stores.same_text import TextClaims
 __all__ = ["IndexWriter"]
 
 logger = logging.getLogger(__name__)
-
-_Group = tuple[Optional[Document], str, int, list[TextNode]]
-
 
 class IndexWriter:
     """Writes into ``stores`` with ``models``; ``struct`` gives the index struct in use (the
@@ -67,6 +59,7 @@ class IndexWriter:
         struct: Callable[[], E2RAGIndexStruct],
         index_store: Callable[[], BaseIndexStore],
         show_progress: bool = False,
+        ray: Optional[RayIngest] = None,
     ) -> None:
         self.stores = stores
         self.models = models
@@ -74,6 +67,8 @@ class IndexWriter:
         self.passage_words = passage_words
         self.vectors_label = vectors_label
         self.show_progress = show_progress
+        #: where inserts of documents stage them: ``None`` here, else on Ray (``ray_workers``)
+        self.ray = ray
         self._struct = struct
         self._index_store = index_store
         self._write_lock = WriteLock()
@@ -82,18 +77,30 @@ class IndexWriter:
         self._text_claims = TextClaims(stores.graph.doc_records)
 
     # -- insertion ------------------------------------------------------------------------------
-    async def abuild(self, documents: Sequence[Document], allow_duplicates: bool) -> None:
+    async def abuild(
+        self,
+        documents: Sequence[Document],
+        allow_duplicates: bool,
+        ray: Optional[RayIngest] = None,
+    ) -> None:
         """The first build of a new index (``from_documents``): if it fails nothing was
         committed, and the empty struct leaves the index store as it was."""
         try:
-            await self.ainsert_documents(documents, allow_duplicates)
+            await self.ainsert_documents(documents, allow_duplicates, ray)
         except BaseException:
             self._index_store().delete_index_struct(self._struct().index_id)
             raise
 
-    async def ainsert_documents(self, documents: Sequence[Document], allow_duplicates: bool) -> None:
-        """Skip the same text twice (unless allowed), chunk, extract, build, embed; then commit
-        the (validated) documents as one."""
+    async def ainsert_documents(
+        self,
+        documents: Sequence[Document],
+        allow_duplicates: bool,
+        ray: Optional[RayIngest] = None,
+    ) -> None:
+        """Skip the same text twice (unless allowed), chunk, extract, build, embed (here, or on
+        Ray workers: ``ray``, else the writer's ``ray``); then commit the (validated) documents
+        as one."""
+        ray = ray or self.ray
         async with self.stores.locks.awriter():
             kept, duplicates, claimed = self._text_claims.claim(documents, allow_duplicates)
             for duplicate in duplicates:
@@ -103,6 +110,9 @@ class IndexWriter:
             orders: dict[str, int] = {}
             try:
                 orders = self.doc_orders.reserve([doc.id_ for doc in kept])
+                if ray is not None and kept:
+                    await self._aindex_on_ray(ray, kept, orders)
+                    return
                 splitter = self.models.splitter
                 groups = [
                     (doc, doc.id_, orders[doc.id_], chunk_document(splitter, doc, orders[doc.id_]))
@@ -139,7 +149,7 @@ class IndexWriter:
             finally:
                 self.doc_orders.release(orders)
 
-    async def _aindex_groups(self, groups: Sequence[_Group]) -> None:
+    async def _aindex_groups(self, groups: Sequence[Group]) -> None:
         """Phase 1 stages everything (``staging``: a long document on disk, filled a group of
         chunks at a time as extraction goes); phase 2 commits the batch, one build at a time.
         The staging graphs are deleted however the build ends."""
@@ -154,68 +164,44 @@ class IndexWriter:
             for graph in graphs.values():
                 discard(graph)
 
-    async def _astage_and_commit(
-        self, groups: Sequence[_Group], graphs: dict[str, GraphStore], words: dict[str, list[int]]
+    async def _aindex_on_ray(
+        self, ray: RayIngest, documents: Sequence[Document], orders: dict[str, int]
     ) -> None:
-        doc_of = {c.node_id: doc_id for _, doc_id, _, chunks in groups for c in chunks}
-        kept: dict[str, list[TextNode]] = {doc_id: [] for _, doc_id, _, _ in groups}
-        failures: dict[str, list[dict[str, str]]] = {doc_id: [] for doc_id in kept}
-        carry: dict[str, Any] = {}  # what an extractor hands from one group to the next
-        all_chunks = [c for *_, doc_chunks in groups for c in doc_chunks]
-        all_words = [n for _, doc_id, _, _ in groups for n in words[doc_id]]
-        extractors = self.models.resolve_extractors()
-        for group in extraction_groups(all_chunks, all_words, extractors):
-            for extractor in extractors:
-                group = list(
-                    await extractor.acall(group, show_progress=self.show_progress, carry=carry)
-                )
-            by_doc: dict[str, list[TextNode]] = {}
-            for chunk in group:
-                if chunk.node_id in doc_of:
-                    by_doc.setdefault(doc_of[chunk.node_id], []).append(chunk)
-            for doc_id, doc_chunks in by_doc.items():
-                kept[doc_id].extend(doc_chunks)
-                failures[doc_id] += stage_fragments(graphs[doc_id], doc_id, doc_chunks)
-        staged = []
-        recorder: Optional[RecordingEmbedding] = None
-
-        def builders_embedding() -> RecordingEmbedding:
-            nonlocal recorder
-            if recorder is None:
-                recorder = RecordingEmbedding(self.models.embed_model)
-            return recorder
-
-        # a book's layers take minutes: the bar names the builder at work, even for one document
-        layers = doc_bar(
-            groups,
-            "Building document layers",
-            self.show_progress and (len(groups) > 1 or bool(self.doc_builders)),
+        """Phase 1 on Ray workers, one document per call; phase 2 here, as any build's."""
+        await self.acheck_dim()
+        batch = await astage_on_ray(
+            ray,
+            self.models,
+            self.doc_builders,
+            self.passage_words,
+            documents,
+            orders,
+            self.show_progress,
         )
-        for document, doc_id, order, _ in layers:
-            staged.append(
-                await stage_document(
-                    document,
-                    doc_id,
-                    order,
-                    kept[doc_id],
-                    graphs[doc_id],
-                    failures[doc_id],
-                    self.doc_builders,
-                    lambda: self.models.llm_runner,
-                    self.passage_words,
-                    builders_embedding,
-                    on_builder=layers.set_postfix_str,
-                )
-            )
-        embed_model = self.models.embed_model
-        known = recorder.take() if recorder is not None else None
         try:
-            vectors = await embed_staged(
-                embed_model, [s.graph for s in staged], self.show_progress, known
-            )
+            add_stats(self._struct().llm_stats, batch.llm_stats, {})
+            await self._acommit_staged(batch.staged, batch.vectors)
         finally:
-            if known is not None:
-                known.close()
+            for stage in batch.staged:
+                discard(stage.graph)
+
+    async def _astage_and_commit(
+        self, groups: Sequence[Group], graphs: dict[str, GraphStore], words: dict[str, list[int]]
+    ) -> None:
+        staged, vectors = await astage_batch(
+            groups,
+            graphs,
+            words,
+            self.models,
+            self.doc_builders,
+            self.passage_words,
+            self.show_progress,
+        )
+        await self._acommit_staged(staged, vectors)
+
+    async def _acommit_staged(self, staged: list[StagedDoc], vectors: StagedVectors) -> None:
+        """Phase 2, wherever phase 1 ran (here or on Ray workers): link the batch to the graph
+        as committed, then commit it as one write."""
         async with self._write_lock.hold():
             # links join the batch to the graph as committed now, so they run under the lock
             await link_staged(
@@ -223,7 +209,7 @@ class IndexWriter:
             )
             writes = [document_write(stage, vectors) for stage in staged]
             if vectors:
-                self._struct().config["embed_model"] = embed_model.model_name
+                self._struct().config["embed_model"] = self.models.embed_model.model_name
             await self._acommit(writes)
 
     async def acheck_dim(self) -> None:

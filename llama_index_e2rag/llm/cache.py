@@ -69,6 +69,11 @@ class ResponseCache:
             if self.path is not None and (self._journal_entries or not self.path.exists()):
                 self._write_snapshot()
 
+    def entries(self) -> dict[str, str]:
+        """A copy of every answer (what a Ray worker starts from, ``ingest.ray_workers``)."""
+        with self._lock:
+            return dict(self._entries)
+
     def __len__(self) -> int:
         return len(self._entries)
 
