@@ -569,3 +569,23 @@ def test_fusion_joins_what_checking_every_cross_pair_joins(seed: int, overlap: b
     expected = pairwise_fuse(groups, rows, 0.8, overlap)
     assert fuse(groups, rows, 0.8, overlap) == expected
     assert any(len(s) > 1 for s in expected)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("overlap", [True, False])
+def test_fusion_does_not_depend_on_how_its_cosines_are_blocked(
+    seed: int, overlap: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The similarity matrix and the pairs' cosines are computed in blocks to bound memory;
+    blocks of a few rows or pairs (many blocks, a ragged last one) give the same sets."""
+    from llama_index_e2rag.extract.event_graph import fusion
+
+    rng = random.Random(seed)
+    groups = random_groups(rng, 60)
+    centres = np.random.default_rng(seed).normal(size=(4, 16))
+    rows = np.stack([centres[rng.randrange(4)] + 0.3 * rng.random() for _ in groups])
+    whole = fuse(groups, rows, 0.8, overlap)
+    monkeypatch.setattr(fusion, "_BLOCK", 7)
+    monkeypatch.setattr(fusion, "_BATCH", 3)
+    assert fuse(groups, rows, 0.8, overlap) == whole
+    assert any(len(s) > 1 for s in whole)
