@@ -13,11 +13,11 @@ the vector store by id.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Hashable, Optional, Sequence
+from typing import Any, Hashable, Iterator, Optional, Sequence
 
 import numpy as np
 
-from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind, normalize_text
+from llama_index_e2rag.schema import EdgeKind, GraphEdge, NodeKind, normalize_text
 from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.port import Stores
 
@@ -99,60 +99,125 @@ def decode(data: dict[str, Any]) -> GroundedLayout:
 
 
 def derive(graph: Any) -> GroundedLayout:
-    """Collect candidate nodes, their groundings and neighbours from the graph."""
-    candidates = [n for kind in CANDIDATE_KINDS for n in graph.nodes(kind=kind)]
-    position = {n.id: i for i, n in enumerate(candidates)}
-    grounded: list[list[str]] = [[] for _ in candidates]
-    for edge in graph.edges(kind=EdgeKind.GROUNDED_IN):
+    """Collect candidate nodes, their groundings and neighbours from the graph.
+
+    The graph is read a page at a time and only ids, rows and spans are kept: at 1M words the
+    289k candidates and their edges as records took 1.7 GB (the peak of ``e2rag index``)."""
+    node_ids: list[str] = []
+    mentions: list[bool] = []
+    chunk_of: dict[int, str] = {}  # rows that may fall back to their chunk
+    first_telling: dict[tuple[Any, ...], int] = {}
+    copies: list[tuple[int, int]] = []  # an event told twice at one span: (first row, row)
+    for kind in CANDIDATE_KINDS:
+        for page in graph.scan_nodes(kind=kind):
+            for node in page:
+                row = len(node_ids)
+                node_ids.append(node.id)
+                mentions.append(node.kind == NodeKind.MENTION)
+                if node.chunk_id:
+                    chunk_of[row] = node.chunk_id
+                if node.kind == NodeKind.EVENT and node.span:
+                    key = (node.doc_id, tuple(node.span), normalize_text(node.text))
+                    copies.append((first_telling.setdefault(key, row), row))
+    position = {node_id: i for i, node_id in enumerate(node_ids)}
+    grounded: list[list[str]] = [[] for _ in node_ids]
+    for edge in _edges(graph, EdgeKind.GROUNDED_IN):
         row = position.get(edge.source)
         if row is not None:
             grounded[row].append(edge.target)
-    for row, node in enumerate(candidates):
-        if not grounded[row] and node.chunk_id and graph.has_node(node.chunk_id):
-            grounded[row].append(node.chunk_id)  # LLM-extracted nodes: grounded in their chunk
-    text_nodes = {n.id: n for n in graph.get_nodes({t for ts in grounded for t in ts})}
-    text_ids = sorted(text_nodes, key=lambda i: (text_nodes[i].pos, i))
-    text_row = {t: i for i, t in enumerate(text_ids)}
+    known: dict[str, bool] = {}
+    for row, chunk_id in chunk_of.items():
+        if not grounded[row]:  # LLM-extracted nodes: grounded in their chunk
+            if chunk_id not in known:
+                known[chunk_id] = graph.has_node(chunk_id)
+            if known[chunk_id]:
+                grounded[row].append(chunk_id)
+    texts = _texts(graph, {t for ts in grounded for t in ts})
+    text_row = {t.id: i for i, t in enumerate(texts)}
     indices = [sorted({text_row[t] for t in ts if t in text_row}) for ts in grounded]
-    indptr = np.zeros(len(candidates) + 1, dtype=np.int64)
+    del grounded
+    indptr = np.zeros(len(node_ids) + 1, dtype=np.int64)
     indptr[1:] = np.cumsum([len(r) for r in indices])
     flat = np.fromiter((r for rows in indices for r in rows), dtype=np.int64)
-
-    sources: list[int] = []
-    targets: list[int] = []
-    for kind in NEIGHBOR_EDGE_KINDS:
-        for edge in graph.edges(kind=kind):
-            a, b = position.get(edge.source), position.get(edge.target)
-            if a is not None and b is not None and a != b:
-                sources += [a, b]
-                targets += [b, a]
-    pairs = sorted(set(zip(sources, targets)))
-
-    texts = [text_nodes[t] for t in text_ids]
+    sources, targets = _neighbour_pairs(graph, position)
+    units = _units(graph, position, mentions, copies)
     return GroundedLayout(
-        node_ids=[n.id for n in candidates],
+        node_ids=node_ids,
         indptr=indptr,
         indices=flat,
-        text_ids=text_ids,
-        sources=np.array([p[0] for p in pairs], dtype=np.int64),
-        targets=np.array([p[1] for p in pairs], dtype=np.int64),
-        units=evidence_units(graph, candidates),
+        text_ids=[t.id for t in texts],
+        sources=sources,
+        targets=targets,
+        units=units,
         text_groups=text_groups(texts),
-        text_lengths=np.array([_span_length(n) for n in texts], dtype=np.int64),
+        text_lengths=np.array([t.length for t in texts], dtype=np.int64),
     )
 
 
-def evidence_units(graph: Any, nodes: Sequence[GraphNode]) -> np.ndarray:
-    """One unit index per node: the copies of one entity or event share a unit.
+@dataclass(frozen=True)
+class _Text:
+    """What the layout keeps of a grounded text node."""
+
+    id: str
+    pos: tuple[int, ...]
+    doc_id: str
+    kind: NodeKind
+    span: Optional[tuple[int, int]]
+    length: int
+
+
+#: Text nodes read at once by id.
+_TEXT_PAGE = 4096
+
+
+def _texts(graph: Any, ids: set[str]) -> list[_Text]:
+    """The grounded texts that exist, in story order (position, then id)."""
+    wanted = sorted(ids)
+    found: list[_Text] = []
+    for start in range(0, len(wanted), _TEXT_PAGE):
+        for node in graph.get_nodes(wanted[start : start + _TEXT_PAGE]):
+            span = (int(node.span[0]), int(node.span[1])) if node.span else None
+            length = span[1] - span[0] if span else len(node.text)
+            found.append(_Text(node.id, tuple(node.pos), node.doc_id, node.kind, span, length))
+    return sorted(found, key=lambda t: (t.pos, t.id))
+
+
+def _edges(graph: Any, kind: EdgeKind) -> Iterator[GraphEdge]:
+    return (edge for page in graph.scan_edges(kind=kind) for edge in page)
+
+
+def _neighbour_pairs(graph: Any, position: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Directed pairs of candidate rows joined by a neighbour edge (both directions), sorted
+    and distinct: one integer per pair, gathered a page at a time (a set of tuples of the
+    ~2M pairs of a million-word story took hundreds of MB)."""
+    width = max(len(position), 1)
+    keys: list[np.ndarray] = []
+    for kind in NEIGHBOR_EDGE_KINDS:
+        for page in graph.scan_edges(kind=kind):
+            ends = [(position.get(e.source), position.get(e.target)) for e in page]
+            pairs = np.array(
+                [(a, b) for a, b in ends if a is not None and b is not None and a != b],
+                dtype=np.int64,
+            ).reshape(-1, 2)
+            keys += [pairs[:, 0] * width + pairs[:, 1], pairs[:, 1] * width + pairs[:, 0]]
+    found = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
+    return found // width, found % width
+
+
+def _units(
+    graph: Any, position: dict[str, int], mentions: Sequence[bool],
+    copies: Sequence[tuple[int, int]],
+) -> np.ndarray:
+    """One unit index per candidate row: the copies of one entity or event share a unit.
 
     Mentions are per chunk, so a character named in seven chunks is seven mention nodes; they are
     one entity on its timeline (the ``next`` edges between mentions, which the index draws
     between mentions of the same name key). Chunks overlap, so an event told in the overlap is
-    extracted twice, at the same span. Counting the copies as one keeps a node's specificity
-    (how many sentences its entity is grounded in) and RetCount from depending on the chunking.
+    extracted twice, at the same span (``copies``). Counting the copies as one keeps a node's
+    specificity (how many sentences its entity is grounded in) and RetCount from depending on
+    the chunking. Units are numbered in row order of their first row.
     """
-    position = {n.id: i for i, n in enumerate(nodes)}
-    parent = list(range(len(nodes)))
+    parent = list(range(len(mentions)))
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -165,26 +230,18 @@ def evidence_units(graph: Any, nodes: Sequence[GraphNode]) -> np.ndarray:
         if ra != rb:
             parent[max(ra, rb)] = min(ra, rb)
 
-    for edge in graph.edges(kind=EdgeKind.NEXT):
+    for edge in _edges(graph, EdgeKind.NEXT):
         a, b = position.get(edge.source), position.get(edge.target)
-        if (
-            a is not None
-            and b is not None
-            and nodes[a].kind == NodeKind.MENTION
-            and nodes[b].kind == NodeKind.MENTION
-        ):
+        if a is not None and b is not None and mentions[a] and mentions[b]:
             join(a, b)
-    first_by_span: dict[tuple[Any, ...], int] = {}
-    for i, node in enumerate(nodes):
-        if node.kind == NodeKind.EVENT and node.span:
-            key = (node.doc_id, tuple(node.span), normalize_text(node.text))
-            join(first_by_span.setdefault(key, i), i)
-    roots = [find(i) for i in range(len(nodes))]
+    for first, row in copies:
+        join(first, row)
+    roots = [find(i) for i in range(len(mentions))]
     numbering = {root: n for n, root in enumerate(dict.fromkeys(roots))}
     return np.array([numbering[r] for r in roots], dtype=np.int64)
 
 
-def text_groups(texts: Sequence[GraphNode]) -> np.ndarray:
+def text_groups(texts: Sequence[Any]) -> np.ndarray:
     """Per grounded text, the row of its group's whole sentence (the group's id).
 
     Both chunks of an overlap parse the shared sentences, so a sentence can be several nodes with
@@ -214,7 +271,3 @@ def text_groups(texts: Sequence[GraphNode]) -> np.ndarray:
         else:
             current = i
     return groups
-
-
-def _span_length(node: GraphNode) -> int:
-    return node.span[1] - node.span[0] if node.span else len(node.text)

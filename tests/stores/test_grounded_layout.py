@@ -134,3 +134,123 @@ def test_the_node_matrix_sums_groundings_as_one_scatter_add_does() -> None:
     expected = unit(mixed)
 
     assert np.array_equal(basic_embeddings(names, indptr, indices, texts, 0.3), expected)
+
+
+def _derive_as_first_written(graph) -> grounded_layout.GroundedLayout:
+    """``derive`` as first written: every candidate, text and edge read whole, as records."""
+    from llama_index_e2rag.schema import EdgeKind, NodeKind, normalize_text
+
+    nodes = [n for kind in grounded_layout.CANDIDATE_KINDS for n in graph.nodes(kind=kind)]
+    position = {n.id: i for i, n in enumerate(nodes)}
+    grounded: list[list[str]] = [[] for _ in nodes]
+    for edge in graph.edges(kind=EdgeKind.GROUNDED_IN):
+        if edge.source in position:
+            grounded[position[edge.source]].append(edge.target)
+    for row, node in enumerate(nodes):
+        if not grounded[row] and node.chunk_id and graph.has_node(node.chunk_id):
+            grounded[row].append(node.chunk_id)
+    found = {n.id: n for n in graph.get_nodes({t for ts in grounded for t in ts})}
+    text_ids = sorted(found, key=lambda i: (found[i].pos, i))
+    text_row = {t: i for i, t in enumerate(text_ids)}
+    indices = [sorted({text_row[t] for t in ts if t in text_row}) for ts in grounded]
+    pairs = set()
+    for kind in grounded_layout.NEIGHBOR_EDGE_KINDS:
+        for edge in graph.edges(kind=kind):
+            a, b = position.get(edge.source), position.get(edge.target)
+            if a is not None and b is not None and a != b:
+                pairs |= {(a, b), (b, a)}
+    parent = list(range(len(nodes)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    def join(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        parent[max(ra, rb)] = min(ra, rb)
+
+    for edge in graph.edges(kind=EdgeKind.NEXT):
+        a, b = position.get(edge.source), position.get(edge.target)
+        if a is not None and b is not None and {nodes[a].kind, nodes[b].kind} == {NodeKind.MENTION}:
+            join(a, b)
+    first: dict = {}
+    for i, node in enumerate(nodes):
+        if node.kind == NodeKind.EVENT and node.span:
+            join(first.setdefault((node.doc_id, tuple(node.span), normalize_text(node.text)), i), i)
+    roots = [find(i) for i in range(len(nodes))]
+    numbering = {root: n for n, root in enumerate(dict.fromkeys(roots))}
+    texts = [found[t] for t in text_ids]
+    ordered = sorted(pairs)
+    return grounded_layout.GroundedLayout(
+        node_ids=[n.id for n in nodes],
+        indptr=np.cumsum([0] + [len(r) for r in indices]),
+        indices=np.array([r for rows in indices for r in rows], dtype=np.int64),
+        text_ids=text_ids,
+        sources=np.array([p[0] for p in ordered], dtype=np.int64),
+        targets=np.array([p[1] for p in ordered], dtype=np.int64),
+        units=np.array([numbering[r] for r in roots], dtype=np.int64),
+        text_groups=grounded_layout.text_groups(texts),
+        text_lengths=np.array(
+            [n.span[1] - n.span[0] if n.span else len(n.text) for n in texts], dtype=np.int64
+        ),
+    )
+
+
+class _SmallPages:
+    """A graph whose scans come in pages of 5 records: many pages, a ragged last one."""
+
+    def __init__(self, graph) -> None:
+        self.graph = graph
+
+    def __getattr__(self, name: str):
+        return getattr(self.graph, name)
+
+    def scan_nodes(self, kind=None, doc_id=None, page: int = 5):
+        return self.graph.scan_nodes(kind, doc_id, 5)
+
+    def scan_edges(self, kind=None, doc_id=None, page: int = 5):
+        return self.graph.scan_edges(kind, doc_id, 5)
+
+
+def test_the_layout_read_a_page_at_a_time_is_the_one_read_whole(
+    store: Path, minilm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``derive`` keeps only ids, rows and spans of a page at a time (a million-word story's
+    records were the peak of a build); on the SQLite graph in pages of five, and on an
+    in-memory copy with LLM-style nodes grounded in their chunk (or in a chunk that is gone)
+    and an event told twice at one span, it gives the layout of reading everything whole."""
+    from llama_index_e2rag.graph import NetworkXGraphStore
+    from llama_index_e2rag.schema import EdgeKind, GraphNode, NodeKind
+
+    graph = load_index(store, embed_model=minilm).graph_store
+    monkeypatch.setattr(grounded_layout, "_TEXT_PAGE", 3)
+    expected = _derive_as_first_written(graph)
+    assert _same_layout(grounded_layout.derive(_SmallPages(graph)), expected)
+    assert len(expected.sources) and len(set(expected.units)) < len(expected.node_ids)
+
+    copy = NetworkXGraphStore()
+    copy.upsert_nodes(graph.nodes())
+    copy.upsert_edges(graph.edges())
+    event = next(n for n in graph.nodes(kind=NodeKind.EVENT) if n.span and n.chunk_id)
+    chunk_id = event.chunk_id
+    extra = [
+        event.model_copy(update={"id": "told-again", "pos": (*event.pos[:-1], 10**6)}),
+        GraphNode(id="llm-event", kind=NodeKind.EVENT, text="Peter ran", doc_id=event.doc_id,
+                  pos=event.pos, chunk_id=chunk_id),
+        GraphNode(id="llm-mention", kind=NodeKind.MENTION, text="Peter", doc_id=event.doc_id,
+                  pos=event.pos, chunk_id="chunk-that-is-gone"),
+    ]
+    copy.upsert_nodes(extra)
+    copy.upsert_edges([
+        e.model_copy(update={"source": "told-again"})
+        for e in graph.edges_of(event.id, [EdgeKind.GROUNDED_IN], direction="out")
+    ])
+    expected = _derive_as_first_written(copy)
+    derived = grounded_layout.derive(copy)
+    assert _same_layout(derived, expected)
+    rows = {node_id: k for k, node_id in enumerate(derived.node_ids)}
+    assert derived.units[rows["told-again"]] == derived.units[rows[event.id]]
+    assert chunk_id in derived.text_ids
+    gone = rows["llm-mention"]
+    assert derived.indptr[gone] == derived.indptr[gone + 1]
