@@ -11,6 +11,7 @@ from llama_index_e2rag.cli.files import read_documents
 from llama_index_e2rag.cli.show import node_counts
 from llama_index_e2rag.cli.store import has_store, load_store
 from llama_index_e2rag.errors import E2RAGError
+from llama_index_e2rag.heap import give_back
 from llama_index_e2rag.persist.ownership import Kind, claim, release
 from llama_index_e2rag.stores.same_text import find_duplicates
 from llama_index_e2rag.text import count_words, word_runs
@@ -234,13 +235,14 @@ def _save_read_models(index: "E2RAGIndex") -> None:
     # deferred: as above
     from llama_index_e2rag.context import document_file
 
-    passage_cache.save_read_model(index.stores)
-    document_file.save_read_model(index.stores)
-    kind_search.save_read_models(index.stores)
-    node_embeddings.save_read_model(index.stores)
+    steps = [passage_cache.save_read_model, document_file.save_read_model,
+             kind_search.save_read_models, node_embeddings.save_read_model]
     for builder, mode in ((EventGraphBuilder, event_graph), (SentenceGraphBuilder, sentence_graph)):
         if any(isinstance(b, builder) for b in index.doc_builders):
-            mode.save_read_model(index.stores)
+            steps.append(mode.save_read_model)
+    for step in steps:
+        step(index.stores)
+        give_back()  # each model is derived from the whole store: the next starts from less
 
 
 def _add_to(

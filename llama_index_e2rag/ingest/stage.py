@@ -15,6 +15,7 @@ from llama_index.core.schema import Document, TextNode
 
 from llama_index_e2rag.extract.builders import DocumentBuilder
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.heap import give_back
 from llama_index_e2rag.ingest.embedding import RecordingEmbedding, StagedVectors, embed_staged
 from llama_index_e2rag.ingest.models import IndexModels
 from llama_index_e2rag.ingest.pipeline import StagedDoc, stage_document
@@ -86,6 +87,7 @@ async def astage_batch(
             )
         )
     known = recorder.take() if recorder is not None else None
+    give_back()  # what the builders read whole is free: the embedding starts from less
     try:
         vectors = await embed_staged(
             models.embed_model, [s.graph for s in staged], show_progress, known
@@ -93,4 +95,5 @@ async def astage_batch(
     finally:
         if known is not None:
             known.close()
+    give_back()
     return staged, vectors

@@ -36,6 +36,7 @@ from llama_index_e2rag.ingest.stage import Group, astage_batch
 from llama_index_e2rag.ingest.staging import chunk_words, discard, staging_graph, words_of
 from llama_index_e2rag.ingest.validation import validate_nodes
 from llama_index_e2rag.graph.base import GraphStore
+from llama_index_e2rag.heap import give_back
 from llama_index_e2rag.persist.storage import index_meta
 from llama_index_e2rag.persist.struct import E2RAGIndexStruct
 from llama_index_e2rag.stores.port import Stores
@@ -286,6 +287,7 @@ class IndexWriter:
         self.record_config()
         with steps_bar("Writing stores", len(writes), self.show_progress):
             await self.stores.areplace_documents(writes, index_meta(self._struct()))
+        give_back()  # the batch's rows are written: the next batch or read model starts lower
         if finish:
             await self.afinish_write()
 
