@@ -39,8 +39,6 @@ class _Runtime:
     tokenizer: Any
     #: Serialises inference: concurrent runs would only fight over the same cores.
     run_lock: threading.Lock = field(default_factory=threading.Lock)
-    #: Options of a call's last run: give the memory arena's free blocks back to the system.
-    release: Any = None
 
 
 _RUNTIMES: dict[tuple[str, str, int], _Runtime] = {}
@@ -93,6 +91,9 @@ def _load_runtime(model_path: str, tokenizer_path: str, threads: int) -> _Runtim
         # have hundreds of shapes, and embedding 6,000 passages held 1,074 MB with the patterns
         # against 690 MB without, for the same CPU time.
         options.enable_mem_pattern = False
+        # The arena is kept for the process's life: shrinking it after each call
+        # ("memory.enable_memory_arena_shrinkage") freed ~300 MB between calls but raised a
+        # build's peak (a 25,000-word book, every layer: 989-992 MB -> 1,046-1,115 MB).
         # Spinning workers would steal the cores the parser needs between runs.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(
@@ -103,12 +104,7 @@ def _load_runtime(model_path: str, tokenizer_path: str, threads: int) -> _Runtim
         # each instance's ``max_length`` instead.
         tokenizer.no_padding()
         tokenizer.no_truncation()
-        # The arena keeps the largest run's buffers for the life of the process (~300 MB after
-        # 1,800 texts of 200 words); shrinking it after a call's last run frees them before the
-        # build's next step, for the same CPU time and the same vectors.
-        release = ort.RunOptions()
-        release.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
-        runtime = _Runtime(session=session, tokenizer=tokenizer, release=release)
+        runtime = _Runtime(session=session, tokenizer=tokenizer)
         _RUNTIMES[key] = runtime
         return runtime
 
@@ -172,13 +168,9 @@ class MiniLMEmbedding(BaseEmbedding):
             encodings = runtime.tokenizer.encode_batch(list(texts))
             ids = [self._truncate(e.ids) for e in encodings]
             order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-            blocks = self._blocks(order, ids)
-            for k, block in enumerate(blocks):
+            for block in self._blocks(order, ids):
                 check()  # a stopped build ends here, between model runs
-                last = k == len(blocks) - 1
-                out[block] = self._run(
-                    runtime.session, [ids[i] for i in block], runtime.release if last else None
-                )
+                out[block] = self._run(runtime.session, [ids[i] for i in block])
         return out
 
     def _blocks(self, order: List[int], ids: List[List[int]]) -> List[List[int]]:
@@ -205,7 +197,7 @@ class MiniLMEmbedding(BaseEmbedding):
         return ids[: self.max_length - 1] + [ids[-1]]
 
     @staticmethod
-    def _run(session: Any, batch: List[List[int]], options: Any = None) -> np.ndarray:
+    def _run(session: Any, batch: List[List[int]]) -> np.ndarray:
         width = max(len(seq) for seq in batch)
         input_ids = np.zeros((len(batch), width), dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=np.int64)
@@ -219,7 +211,6 @@ class MiniLMEmbedding(BaseEmbedding):
                 "attention_mask": mask,
                 "token_type_ids": np.zeros_like(input_ids),
             },
-            options,
         )
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)

@@ -162,31 +162,6 @@ def test_runs_are_bounded_by_padded_word_pieces(minilm):
     assert np.allclose(capped.embed(texts), minilm.embed(texts), atol=1e-5)
 
 
-def test_each_call_ends_by_releasing_the_memory_arena(minilm, monkeypatch):
-    """The arena keeps the widest run's buffers; a call's last run (and only it) asks
-    onnxruntime to shrink it, and the vectors are those of runs without the request."""
-    capped = minilm.model_copy(update={"run_batch_tokens": 64, "run_batch_size": 2})
-    texts = ["short one", "a bit longer text here", "word " * 40, "word " * 30, "tiny"]
-    plain = np.stack([capped.embed([t])[0] for t in texts])
-    runtime = capped._runtime()
-    seen: list[object] = []
-    real_run = runtime.session.run
-
-    class Spy:
-        def run(self, names, feeds, options=None):
-            seen.append(options)
-            return real_run(names, feeds, options)
-
-    monkeypatch.setattr(runtime, "session", Spy())
-    for call in (texts, texts[:1]):
-        seen.clear()
-        out = capped.embed(call)
-        assert len(seen) == (3 if len(call) > 1 else 1)  # runs of at most 2 texts
-        assert seen[-1] is runtime.release is not None
-        assert all(options is None for options in seen[:-1])
-        assert np.allclose(out, plain[: len(call)], atol=1e-5)
-
-
 class CallCounting(HashEmbedding):
     """Records the size of every batch call."""
 
