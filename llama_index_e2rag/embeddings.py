@@ -93,7 +93,7 @@ def _load_runtime(model_path: str, tokenizer_path: str, threads: int) -> _Runtim
         options.enable_mem_pattern = False
         # The arena is kept for the process's life: shrinking it after each call
         # ("memory.enable_memory_arena_shrinkage") freed ~300 MB between calls but raised a
-        # build's peak (a 25,000-word book, every layer: 989-992 MB -> 1,046-1,115 MB).
+        # build's peak (an 11,155-word book, every layer: 989-992 MB -> 1,046-1,115 MB).
         # Spinning workers would steal the cores the parser needs between runs.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(
