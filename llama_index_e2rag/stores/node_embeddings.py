@@ -281,13 +281,22 @@ def build_cache(stores: Stores, state: Hashable) -> NodeEmbeddingCache:
     vectors = _weak_vectors(stores)
     persisted = grounded_matrix.persisted(
         stores, state, len(found.node_ids),
-        lambda: basic_pages(found, vectors, grounded_matrix.DEFAULT_ALPHA),
+        lambda: _letting_go(basic_pages(found, vectors, grounded_matrix.DEFAULT_ALPHA), stores),
     )
     search = None
     if persisted is not None and len(persisted) >= ANN_MIN_ROWS and persisted.shape[1]:
         path = read_model_file.model_path(stores, grounded_matrix.SEARCH_FILE)
         search = open_nearest(persisted, found.node_ids, path)
     return NodeEmbeddingCache(state, found, vectors, persisted, search)
+
+
+def _letting_go(pages: Iterator[np.ndarray], stores: Stores) -> Iterator[np.ndarray]:
+    """The pages, the vector file pages each read let go after it (``Stores.release_pages``):
+    a derivation reads the vectors of every node and grounded sentence, ~500 MB at 1M words,
+    which a later page rarely reads again and the search graph's build never does."""
+    for page in pages:
+        yield page
+        stores.release_pages()
 
 
 def _weak_vectors(stores: Stores) -> Vectors:

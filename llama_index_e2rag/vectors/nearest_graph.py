@@ -22,7 +22,7 @@ import base64
 import importlib.util
 import logging
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -37,29 +37,46 @@ FORMAT = 2
 #: Share of dead nodes past which a graph is built again rather than updated (the over-walk
 #: of dead nodes costs a search little below it; the embedded vectors compact at the same share).
 MAX_DEAD_SHARE = 0.2
+#: Rows added to a graph (and fingerprinted) per call: a block's float32 copy is 48 MB at 384-d.
+ADD_ROWS = 32_768
 #: A row's fingerprint: its products with these fixed directions, equal within ``_PRINT_TOL``.
 _PRINT_DIRECTIONS, _PRINT_TOL = 2, 1e-4
 
 
 def build_graph(matrix: np.ndarray) -> Any:
-    """An HNSW graph of the rows (FAISS ids: row numbers), built on one thread."""
+    """An HNSW graph of the rows (FAISS ids: row numbers), built on one thread, ``ADD_ROWS``
+    rows at a time (``_blocks``)."""
     import faiss  # deferred: only stores past ANN_MIN_ROWS rows need it
 
     graph = faiss.IndexHNSWSQ(int(matrix.shape[1]), faiss.ScalarQuantizer.QT_fp16,
                               nearest.CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
     graph.hnsw.efConstruction = nearest.EXPANSION_ADD
-    rows = np.ascontiguousarray(matrix, dtype=np.float32)
     with one_thread():
-        graph.train(rows[: min(len(rows), 10_000)])
-        graph.add(rows)
+        graph.train(next(_blocks(matrix[: min(len(matrix), 10_000)])))
+        for block in _blocks(matrix):
+            graph.add(block)
     graph.hnsw.efSearch = nearest.EXPANSION_SEARCH
     return graph
+
+
+def _blocks(matrix: np.ndarray) -> Iterator[np.ndarray]:
+    """The rows as float32 copies of ``ADD_ROWS`` rows, the matrix's file pages let go after
+    each (``array_files.drop_pages``): FAISS reads a row added in one call until that call
+    ends, so one call over a mapped matrix held all of its pages (a block, not the 445 MB of
+    the grounded matrix at 1M words). A graph built by blocks is not the one a single call
+    builds (each call inserts its rows by level), but the same rows give the same graph."""
+    for start in range(0, max(len(matrix), 1), ADD_ROWS):
+        block = np.array(matrix[start : start + ADD_ROWS], dtype=np.float32, order="C")
+        array_files.drop_pages(matrix)
+        yield block
 
 
 def fingerprints(matrix: np.ndarray) -> np.ndarray:
     """Each row's products with fixed pseudo-random directions (one pass over the matrix)."""
     directions = np.random.default_rng(0).standard_normal((matrix.shape[1], _PRINT_DIRECTIONS))
-    return np.asarray(matrix @ directions.astype(np.float32), dtype=np.float32)
+    directions = directions.astype(np.float32)
+    parts = [np.asarray(block @ directions, dtype=np.float32) for block in _blocks(matrix)]
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
 class _Saved:
@@ -134,7 +151,10 @@ def _updated(
         return None, nodes
     if len(added):
         with one_thread():
-            saved.graph.add(np.ascontiguousarray(matrix[added], dtype=np.float32))
+            for start in range(0, len(added), ADD_ROWS):
+                saved.graph.add(np.ascontiguousarray(
+                    matrix[added[start : start + ADD_ROWS]], dtype=np.float32))
+                array_files.drop_pages(matrix)
         nodes = np.concatenate([nodes, added])
         saved.prints = np.concatenate([saved.prints, prints[added]])
     saved.ids = [ids[r] if r >= 0 else None for r in nodes.tolist()]

@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 
 from llama_index_e2rag.disk.array_files import (
-    ChecksumMismatch, checked, head_path, map_npy, map_rows, read_head, save_with_head,
+    ChecksumMismatch, checked, drop_pages, head_path, map_npy, map_rows, read_head,
+    save_with_head,
 )
 from llama_index_e2rag.disk.checksums import content_sum
+
+from resident import HAS_SMAPS, resident_kb
 
 
 def test_checked_opens_only_the_file_its_sum_names(tmp_path):
@@ -105,3 +108,22 @@ def test_save_with_head_writes_the_file_then_a_head_naming_it(tmp_path):
     head_path(path).write_text("[1, 2]", encoding="utf-8")
     with pytest.raises(ValueError, match="not a JSON object"):
         read_head(path)
+
+
+@pytest.mark.skipif(not HAS_SMAPS, reason="reads Linux's smaps")
+def test_drop_pages_lets_a_mapping_s_pages_go_and_keeps_its_rows(tmp_path):
+    """A read over a mapped file holds its pages in the process until ``drop_pages``, called
+    on the mapped array or on any view of it; the rows read afterwards are the same."""
+    path = tmp_path / "rows.f32"
+    rows = np.random.default_rng(3).standard_normal((4096, 64)).astype("<f4")
+    rows.tofile(path)
+    with open(path, "rb") as f:
+        mapped = map_rows(f, "<f4", rows.shape)
+    for view in (mapped, np.ascontiguousarray(mapped[1:]), mapped[::2].view()):
+        assert float(np.abs(mapped).sum()) > 0  # every page read
+        assert resident_kb(path) >= rows.nbytes // 1024 - 4
+        drop_pages(view)
+        assert resident_kb(path) == 0
+        assert np.array_equal(mapped, rows)
+    drop_pages(rows)  # an array in memory: nothing to let go
+    assert np.array_equal(mapped, rows)

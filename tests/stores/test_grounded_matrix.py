@@ -23,6 +23,7 @@ from llama_index_e2rag.stores.node_embeddings import basic_embeddings, graph_cac
 from llama_index_e2rag.vectors import nearest
 
 from persisted_demo import DEMO_QUESTIONS, forbid, persist_demo
+from resident import HAS_SMAPS, resident_kb
 
 QUESTIONS = DEMO_QUESTIONS + ("Peter",)
 
@@ -178,3 +179,38 @@ def test_a_large_matrix_is_searched_through_its_saved_graph(
     assert [[i for i, _ in q] for q in approx] == [[i for i, _ in q] for q in exact]
     for a, e in zip(approx, exact):
         assert [s for _, s in a] == pytest.approx([s for _, s in e], abs=1e-6)
+
+
+@pytest.mark.skipif(not HAS_SMAPS, reason="reads Linux's smaps")
+def test_the_vector_pages_of_the_derivation_are_let_go_before_the_graph_is_built(
+    store: Path, minilm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deriving the matrix reads the vectors of every node and grounded sentence; their file
+    pages leave the process page by page, and before the search graph's build, which does not
+    need them."""
+    store = _copy(store, tmp_path)
+    segments = sorted(store.rglob("*.npy"))
+    assert segments
+    seen: list[int] = []
+    real = node_embeddings.open_nearest
+
+    def resident_then_open(*args, **kwargs):
+        seen.append(sum(resident_kb(path) for path in segments))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(node_embeddings, "ANN_MIN_ROWS", 10)
+    monkeypatch.setattr(nearest, "ANN_MIN_ROWS", 10)
+    monkeypatch.setattr(node_embeddings, "open_nearest", resident_then_open)
+    index = load_index(store, embed_model=minilm)
+    read: list[int] = []
+    real_pages = node_embeddings.basic_pages
+
+    def resident_with_each_page(*args, **kwargs):
+        for page in real_pages(*args, **kwargs):
+            read.append(sum(resident_kb(path) for path in segments))
+            yield page
+
+    monkeypatch.setattr(node_embeddings, "basic_pages", resident_with_each_page)
+    node_embeddings.save_read_model(index.stores)
+    assert read and min(read) > 0  # each page read some
+    assert seen == [0]

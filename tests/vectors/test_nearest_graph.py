@@ -8,8 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from llama_index_e2rag.disk.array_files import map_rows
 from llama_index_e2rag.vectors import nearest, nearest_graph
 from llama_index_e2rag.vectors.nearest_graph import open_nearest
+
+from resident import HAS_SMAPS, resident_kb
 
 DIM = 16
 THRESHOLD = 200
@@ -142,3 +145,27 @@ def test_a_folder_that_cannot_be_written_only_costs_the_build(
     matrix, ids = story.matrix()
     assert found_ids(matrix, ids, blocked / "m.hnsw", matrix[:1], k=1)[0][0][0] == ids[0]
     assert builds == [300]
+
+
+@pytest.mark.skipif(not HAS_SMAPS, reason="reads Linux's smaps")
+def test_a_graph_built_by_blocks_over_a_mapped_matrix_keeps_none_of_its_pages(
+    builds: list[int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph of a memory-mapped matrix is built ``ADD_ROWS`` rows at a time, each block's
+    file pages let go; it finds the exact search's rows, and the same graph every time."""
+    monkeypatch.setattr(nearest_graph, "ADD_ROWS", 128)
+    rng = np.random.default_rng(15)
+    rows, path = unit_rows(rng, 1500), tmp_path / "matrix.f32"
+    rows.astype("<f4").tofile(path)
+    with open(path, "rb") as f:
+        mapped = map_rows(f, "<f4", rows.shape)
+    ids = [f"id-{i}" for i in range(len(rows))]
+    queries = unit_rows(rng, 20)
+    search = open_nearest(mapped, ids, tmp_path / "a.hnsw")
+    assert search.approximate
+    assert resident_kb(path) <= 128 * DIM * 4 // 1024 + 4  # a block's pages at most
+    first = [[(ids[r], s) for r, s in hits] for hits in search.top(queries, 10, ties=ids)]
+    exact = nearest.NearestRows(rows).top(queries, 10, ties=ids)
+    assert first == [[(ids[r], s) for r, s in hits] for hits in exact]
+    assert found_ids(mapped, ids, tmp_path / "b.hnsw", queries) == first
+    assert builds == [1500, 1500]
