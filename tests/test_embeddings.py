@@ -63,6 +63,18 @@ def test_batching_and_padding_do_not_change_vectors(minilm):
     assert np.allclose(minilm.get_text_embedding(long), batch[0], atol=1e-5)  # input order kept
 
 
+def test_released_runtimes_are_loaded_again_and_give_the_same_vectors(minilm):
+    """``release_runtimes`` drops the cached session (its memory can go); the next embedding
+    loads it again and returns the very same vectors."""
+    texts = ["Madame de Merret swore on the crucifix.", "The mason walled up the closet door."]
+    before = minilm.embed(texts)
+    session = minilm._runtime().session
+    embeddings.release_runtimes()
+    assert not embeddings._RUNTIMES
+    assert np.array_equal(minilm.embed(texts), before)
+    assert minilm._runtime().session is not session
+
+
 def test_same_text_gives_same_vector(minilm):
     text = "The speckled band was a swamp adder."
     assert minilm.get_text_embedding(text) == minilm.get_text_embedding(text)

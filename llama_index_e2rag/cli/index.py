@@ -235,6 +235,11 @@ def _save_read_models(index: "E2RAGIndex") -> None:
     # deferred: as above
     from llama_index_e2rag.context import document_file
 
+    # deferred: as above
+    from llama_index_e2rag.embeddings import release_runtimes
+
+    release_runtimes()  # read models are derived from stored vectors: nothing is embedded
+    give_back()
     steps = [passage_cache.save_read_model, document_file.save_read_model,
              kind_search.save_read_models, node_embeddings.save_read_model]
     for builder, mode in ((EventGraphBuilder, event_graph), (SentenceGraphBuilder, sentence_graph)):

@@ -201,6 +201,23 @@ def test_index_saves_the_narrative_read_model_of_what_it_wrote(plain_store: Path
     assert saved == json.loads(json.dumps(rebuilt))  # (tuples are lists in JSON)
 
 
+def test_index_lets_the_embedding_runtime_go_before_its_read_models(
+    plain_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read models are derived from stored vectors, so ``e2rag index`` drops the loaded
+    embedding sessions (and their arenas) first rather than carry them through every step."""
+    from llama_index_e2rag import embeddings
+    from llama_index_e2rag.retrievers import passage_cache
+
+    monkeypatch.setitem(embeddings._RUNTIMES, ("model", "tokenizer", 1), object())
+    loaded_at_read_models: list[int] = []
+    real = passage_cache.save_read_model
+    monkeypatch.setattr(passage_cache, "save_read_model", lambda stores: (
+        loaded_at_read_models.append(len(embeddings._RUNTIMES)), real(stores))[1])
+    assert main(["index", "--store", str(plain_store), "--chrono", "--quiet"]) == 0
+    assert loaded_at_read_models == [0]
+
+
 @pytest.mark.parametrize(
     ("flag", "mode", "derivation"),
     [("--event-graph", "event_graph", ("event_graph", "_derive")),
