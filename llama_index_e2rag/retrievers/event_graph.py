@@ -130,11 +130,14 @@ def _view(stores: Stores, data: dict[str, Any]) -> EventGraphView:
     """The view of a model: nodes are read from the graph when a query uses them."""
     entities = NodeRows(data["entities"], data["entity_docs"], stores.graph.get_nodes)
     events = NodeRows(data["events"], data["event_docs"], stores.graph.get_nodes)
+    entity_vectors, event_vectors = stores.matrix_of(entities.ids), stores.matrix_of(events.ids)
+    # copies: the segment pages read for them (~340 MB at 1M words) need not stay mapped
+    stores.release_pages()
     return EventGraphView(
         entities=entities,
-        entity_vectors=stores.matrix_of(entities.ids),
+        entity_vectors=entity_vectors,
         events=events,
-        event_vectors=stores.matrix_of(events.ids),
+        event_vectors=event_vectors,
         participants=data["participants"],
         graph=link_graph(entities.ids, event_graph_file.decode_links(data)),
         forms=event_graph_file.decode_forms(data),

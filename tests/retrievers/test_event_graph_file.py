@@ -29,6 +29,8 @@ from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind, s
 from llama_index_e2rag.stores import port
 from llama_index_e2rag.vectors import nearest, nearest_graph
 
+from resident import HAS_SMAPS, resident_kb
+
 from persisted_demo import forbid, model_file, ranking
 
 
@@ -126,6 +128,23 @@ def test_past_the_threshold_the_view_searches_through_its_saved_graphs(
         assert model_file(store, name).is_file()
     monkeypatch.setattr(nearest_graph, "build_graph", lambda matrix: pytest.fail("built again"))
     assert _ranking(load_index(store, embed_model=minilm)) == expected  # read back
+
+
+@pytest.mark.skipif(not HAS_SMAPS, reason="reads Linux's smaps")
+def test_the_view_keeps_copies_of_its_vectors_and_none_of_their_pages(
+    store: Path, minilm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view's entity and event matrices are copies, so the vector file pages read for them
+    leave the process before its search graphs are opened."""
+    store = Path(shutil.copytree(store, tmp_path / "store"))
+    segments = sorted(store.rglob("*.npy"))
+    resident: list[int] = []
+    real = event_graph_file.searches
+    monkeypatch.setattr(event_graph_file, "searches", lambda stores, view: (
+        resident.append(sum(resident_kb(path) for path in segments)), real(stores, view))[1])
+    view = event_graph._VIEW.get(load_index(store, embed_model=minilm).stores)
+    assert len(view.event_vectors) and np.abs(view.event_vectors).sum() > 0  # read, and kept
+    assert resident == [0]
 
 
 def _whole_read_model(stores) -> dict:
