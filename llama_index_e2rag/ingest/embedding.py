@@ -187,15 +187,28 @@ async def embed_texts(
 ) -> StagedVectors:
     """One float32 row per distinct text, shortest texts first (the model pads a batch to its
     longest text, so similar lengths batch together); texts in ``known`` (a
-    ``RecordingEmbedding``'s) take the vector they have."""
+    ``RecordingEmbedding``'s) take the vector they have.
+
+    The progress bar counts characters, with the texts done beside them: shortest first, a
+    count of texts runs ahead of the work (a million-word book's texts were 77 % done after
+    8:56 of 23:32)."""
     from tqdm.auto import tqdm
 
     distinct = set(texts)
     reused = sorted(t for t in distinct if known is not None and t in known)
     todo = sorted(distinct.difference(reused), key=lambda t: (len(t), t))
     order = [*todo, *reused]
-    with tqdm(total=len(todo), desc="Embedding", unit="text", disable=not show_progress) as bar:
-        matrix = await aembed_rows(embed_model, todo, rows=len(order), on_call=bar.update)
+    with tqdm(total=sum(map(len, todo)), desc="Embedding", unit="char", unit_scale=True,
+              disable=not show_progress) as bar:
+        done = 0
+
+        def advance(count: int) -> None:
+            nonlocal done
+            bar.set_postfix_str(f"{done + count:,}/{len(todo):,} texts", refresh=False)
+            bar.update(sum(map(len, todo[done : done + count])))
+            done += count
+
+        matrix = await aembed_rows(embed_model, todo, rows=len(order), on_call=advance)
     if reused and known is not None:
         if not todo:
             matrix = np.empty((len(reused), known.dim), dtype=np.float32)

@@ -1,15 +1,19 @@
-"""The embedding phase keeps what builders embedded in a scratch file and reuses it exactly."""
+"""The embedding phase keeps what builders embedded in a scratch file and reuses it exactly, and
+its progress bar measures the work by characters."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import os
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import pytest
+import tqdm.auto
+from tqdm.std import tqdm as tqdm_std
 
+from llama_index_e2rag import embeddings as embedding_rows
 from llama_index_e2rag.ingest import embedding
 from llama_index_e2rag.ingest.embedding import KeptVectors, RecordingEmbedding, embed_texts
 from tests.hash_embedding import HashEmbedding
@@ -83,3 +87,39 @@ def test_texts_the_builders_embedded_are_not_embedded_again(new: list[str]) -> N
     for text in new:
         np.testing.assert_allclose(staged.of(text), fresh.get_text_embedding(text), rtol=1e-6)
     assert len(staged) == len(built) + len(new) and len(recorder.take()) == 0
+
+
+
+class RecordedBar(tqdm_std):
+    """tqdm's bar, noting its count, total and postfix at each update (the printed bar skips
+    updates closer than ``mininterval``)."""
+
+    seen: List[tuple] = []
+
+    def update(self, n: float = 1) -> Optional[bool]:
+        shown = super().update(n)
+        RecordedBar.seen.append((self.n, self.total, self.postfix, self.unit))
+        return shown
+
+
+def test_the_progress_bar_counts_the_characters_embedded(monkeypatch) -> None:
+    """Texts go shortest first, so the bar's share must be the characters, not the texts: the
+    short half of the texts is a small share of the work."""
+    monkeypatch.setattr(embedding_rows, "EMBED_CALL_TEXTS", 4)  # a bar update per four texts
+    monkeypatch.setattr(tqdm.auto, "tqdm", RecordedBar)
+    RecordedBar.seen = []
+    short = [f"n{i}" for i in range(8)]
+    long = [f"a longer sentence number {i} " * 20 for i in range(8)]
+    inner = CountingEmbedding()
+    recorder = RecordingEmbedding(inner)
+    recorder.get_text_embedding_batch(["already embedded"])
+    known = recorder.take()
+    asyncio.run(embed_texts(inner, [*long, *short, "n1", "already embedded"], True, known))
+    known.close()
+    todo = sorted(short + long, key=lambda t: (len(t), t))
+    total = sum(map(len, todo))
+    assert RecordedBar.seen == [
+        (sum(map(len, todo[:step])), total, f"{step}/{len(todo)} texts", "char")
+        for step in range(4, 17, 4)
+    ]
+    assert RecordedBar.seen[1][0] < total / 10  # the eight short texts of sixteen
