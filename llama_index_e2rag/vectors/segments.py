@@ -21,7 +21,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from llama_index_e2rag.disk.array_files import checked, map_npy
+from llama_index_e2rag.disk.array_files import checked, drop_pages, map_npy
 from llama_index_e2rag.disk.scratch import make_scratch_dir, remove_scratch_dir
 
 #: The segment files' name prefix (any other file of the folder is not the storage's).
@@ -142,7 +142,10 @@ def merged(group: Sequence[Segment]) -> Segment:
 
 def write_rows(path: Path, group: Sequence[Segment]) -> None:
     """The live rows of ``group``, in order, as one new ``.npy`` file (fsynced): the bytes
-    ``np.save`` writes for their concatenation, ``WRITE_ROWS`` rows at a time."""
+    ``np.save`` writes for their concatenation, ``WRITE_ROWS`` rows at a time. A saved
+    segment's pages are let go as they are copied: its mapping is the readers', and a merge
+    of a library's older segments otherwise held them all (a 230 MB segment: +243 MB of file
+    pages in the process through the persist)."""
     rows = [np.flatnonzero(seg.alive[: seg.n]) for seg in group]
     dim = group[0].vectors.shape[1]
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
@@ -155,6 +158,7 @@ def write_rows(path: Path, group: Sequence[Segment]) -> None:
                 part = (source[start : min(start + WRITE_ROWS, seg.n)] if whole
                         else source[live[start : start + WRITE_ROWS]])
                 f.write(np.ascontiguousarray(part, np.float32).data)
+                drop_pages(source)
             del source  # a mapping of our own: the pages read leave the process with it
         f.flush()
         os.fsync(f.fileno())

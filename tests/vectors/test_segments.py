@@ -8,10 +8,12 @@ import json
 import numpy as np
 import pytest
 
+from llama_index_e2rag.disk.array_files import drop_pages
 from llama_index_e2rag.vectors import segments
 from llama_index_e2rag.vectors.embedded import MANIFEST, EmbeddedVectors
 from llama_index_e2rag.vectors.segments import Segment
 
+from resident import HAS_SMAPS, resident_kb
 from vectors.test_embedded import KINDS, assert_matches_brute_force, records, snapshot
 
 
@@ -118,3 +120,22 @@ def test_a_segment_maps_the_very_file_it_checked(tmp_path, monkeypatch):
 
     monkeypatch.setattr(segments, "map_npy", renamed_meanwhile)
     assert _rows(Segment.open(tmp_path, entry, store.dim)) == expected
+
+
+@pytest.mark.skipif(not HAS_SMAPS, reason="reads Linux's smaps")
+def test_copying_a_saved_segment_leaves_none_of_its_pages_in_the_process(tmp_path, monkeypatch):
+    """A persist merging a saved segment into a new file reads it through the readers' own
+    mapping, which lives on; the pages it read are let go as they are copied (a library's merge
+    of its older segments otherwise held them all at once), and the new file has its rows."""
+    monkeypatch.setattr(segments, "WRITE_ROWS", 64)
+    store = EmbeddedVectors()
+    store.add(records(np.random.default_rng(31), 3000, kinds=["sentence"]))
+    store.persist(tmp_path)
+    (seg,) = store._kinds["sentence"]
+    path = tmp_path / f"{seg.name}.npy"
+    expected = _rows(seg)[1]
+    assert resident_kb(path) >= 3000 * store.dim * 4 // 1024 - 8  # read: its pages are held
+    drop_pages(seg.vectors)
+    segments.write_rows(tmp_path / "copy.npy", [seg])
+    assert resident_kb(path) <= 64 * store.dim * 4 // 1024 + 8  # a write's rows at most
+    assert np.load(tmp_path / "copy.npy").tolist() == expected
