@@ -5,8 +5,10 @@ page and no cursor stays open between reads (a writer is never kept waiting by a
 
 from __future__ import annotations
 
+import heapq
 from typing import Any, Callable, Iterator, Optional, Sequence
 
+from llama_index_e2rag.graph.base import pages
 from llama_index_e2rag.graph.sql_rows import (
     EDGE_COLUMNS,
     NODE_COLUMNS,
@@ -32,12 +34,26 @@ def node_pages(
     return ([row_node(r) for r in batch] for batch in rows)
 
 
+def story_pages(query: Query, doc_id: Optional[str], page: int) -> Iterator[list[GraphNode]]:
+    """Nodes of every kind (of ``doc_id``) ``page`` at a time in story order: each kind's
+    keyset pages, read along the story index, merged. One read over all kinds has no index in
+    that order, and sorted every node again for each page (a commit's scan of a staged
+    million-word document: ~125 sorts of ~620k nodes). Each kind reads a quarter page at a time,
+    so the merge holds about two pages."""
+    part = max(1, page // 4)
+    streams = [(node for batch in node_pages(query, kind, doc_id, part) for node in batch)
+               for kind in NodeKind]
+    return pages(heapq.merge(*streams, key=lambda node: (*node.pos, node.id)), page)
+
+
 def edge_pages(
-    query: Query, kind: Optional[EdgeKind], doc_id: Optional[str], page: int
+    query: Query, kind: Optional[EdgeKind], doc_id: Optional[str], page: int,
+    table: str = "e2rag_edges",
 ) -> Iterator[list[GraphEdge]]:
-    """Edges (of ``kind``, owned by ``doc_id``) ``page`` at a time in key order."""
+    """Edges (of ``kind``, owned by ``doc_id``) ``page`` at a time in key order; ``table`` may
+    name the index to read them by (``SQLiteGraphStore.scan_edges``)."""
     rows = keyset_pages(
-        query, f"SELECT {EDGE_COLUMNS} FROM e2rag_edges", filters(kind=kind, doc_id=doc_id),
+        query, f"SELECT {EDGE_COLUMNS} FROM {table}", filters(kind=kind, doc_id=doc_id),
         ("source", "target", "kind", "role"), page, lambda row: tuple(row[:4]),
     )
     return ([row_edge(r) for r in batch] for batch in rows)

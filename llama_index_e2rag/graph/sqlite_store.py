@@ -19,7 +19,7 @@ from llama_index_e2rag.errors import DamagedFileError, StoreDamagedError
 from llama_index_e2rag.disk.files import atomic_replace
 from llama_index_e2rag.disk.scratch import make_scratch_dir, remove_scratch_dir
 from llama_index_e2rag.graph.base import PAGE
-from llama_index_e2rag.graph.sql_pages import rowid_edge_pages
+from llama_index_e2rag.graph.sql_pages import edge_pages, rowid_edge_pages
 from llama_index_e2rag.graph.sql_rows import ORDER
 from llama_index_e2rag.graph.sql_store import SQLGraphStore
 from llama_index_e2rag.schema import EdgeKind, GraphEdge
@@ -52,6 +52,17 @@ class SQLiteGraphStore(SQLGraphStore):
     def is_temporary(self) -> bool:
         """True until the graph has a file of its own (before the first persist)."""
         return self._temp_dir is not None
+
+    def scan_edges(
+        self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None, page: int = PAGE
+    ) -> Iterator[list[GraphEdge]]:
+        """``edges`` a page at a time in key order. With a kind, each page is read along the
+        key's own index from the last key of the one before: SQLite's plan otherwise took the
+        ``kind`` (or ``doc_id``) index and sorted every edge of it for each page, so a scan
+        grew with the square of the kind (a 300k-word document's ``participates`` and
+        ``co_mention`` edges: 13.3 s through that plan, 1.5 s along the key)."""
+        table = "e2rag_edges INDEXED BY sqlite_autoindex_e2rag_edges_1" if kind else "e2rag_edges"
+        return edge_pages(self._query, kind, doc_id, page, table)
 
     def scan_edges_listed(self, kind: EdgeKind, page: int = PAGE) -> Iterator[list[GraphEdge]]:
         """``edges(kind)`` in its (rowid) order, a page at a time."""

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from llama_index_e2rag.graph import SQLiteGraphStore
 from llama_index_e2rag.schema import EdgeKind, NodeKind
 
 from .conftest import MakeStore, random_graph
@@ -53,3 +54,38 @@ def test_listed_scans_keep_the_order_the_whole_read_lists(make_store: MakeStore,
         assert all(0 < len(p) <= page for p in pages)
         listed = [(e.source, e.target, e.kind, e.role, e.doc_id) for e in store.edges(kind)]
         assert [(e.source, e.target, e.kind, e.role, e.doc_id) for p in pages for e in p] == listed
+
+
+@pytest.mark.parametrize("doc", [None, "a"])
+@pytest.mark.parametrize("scan", ["edges of a kind", "nodes of every kind"])
+def test_sqlite_pages_are_read_along_an_index_not_sorted(tmp_path, doc, scan) -> None:
+    """Each page seeks along an index in the scan's order from the last key read: a plan that
+    sorts (SQLite's own pick for a kind's edges, the ``kind`` or ``doc_id`` index; any plan for
+    nodes of every kind in story order) sorts every row again for each page, and a scan grows
+    with the square of what it reads."""
+    rng = random.Random(5)
+    store = SQLiteGraphStore(tmp_path / "g.sqlite")
+    for name in ("a", "b"):
+        nodes, edges = random_graph(rng, name)
+        store.replace_doc(name, 0 if name == "a" else 1, nodes, edges)
+    reads: list[tuple[str, tuple]] = []
+    query = store._query
+
+    def recorded(statement, params=()):
+        reads.append((statement, tuple(params)))
+        return query(statement, params)
+
+    store._query = recorded  # type: ignore[method-assign]
+    if scan == "edges of a kind":
+        pages = list(store.scan_edges(EdgeKind.CO_MENTION, doc, page=2))
+        index = "sqlite_autoindex_e2rag_edges_1"
+    else:
+        pages = list(store.scan_nodes(None, doc, page=2))
+        index = "e2rag_nodes_story"
+    assert len(pages) > 2 and len(reads) > 2
+    for statement, params in reads:
+        plan = " ".join(str(row[-1]) for row in query("EXPLAIN QUERY PLAN " + statement, params))
+        # along the index: at most the edges of one (source, target) pair are sorted ("right
+        # part"), never every row read ("FOR ORDER BY")
+        assert index in plan, plan
+        assert "TEMP B-TREE FOR ORDER BY" not in plan, plan
