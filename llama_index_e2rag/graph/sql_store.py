@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 from llama_index_e2rag.errors import GraphStoreError
 from llama_index_e2rag.graph.base import PAGE, Direction, DocRows, batch_links, pages
 from llama_index_e2rag.graph.sql_digest import add_counts, doc_seal, reseal
-from llama_index_e2rag.graph.sql_pages import edge_pages, node_pages, story_pages
+from llama_index_e2rag.graph.sql_pages import edge_pages, node_pages
 from llama_index_e2rag.graph.sql_rows import (  # noqa: F401 - FORMAT_NAME, SCHEMA, ... re-exported
     DOC_RECORD,
     EDGE_COLUMNS,
@@ -368,9 +368,7 @@ class SQLGraphStore:
         self, kind: Optional[NodeKind] = None, doc_id: Optional[str] = None, page: int = PAGE
     ) -> Iterator[list[GraphNode]]:
         """``nodes`` a page at a time (keyset pages in story order, ``sql_pages``): a reader of
-        a whole document holds one page (about two without a kind: ``story_pages``)."""
-        if kind is None:
-            return story_pages(self._query, doc_id, page)
+        a whole document holds one page."""
         return node_pages(self._query, kind, doc_id, page)
 
     def scan_edges(

@@ -19,10 +19,10 @@ from llama_index_e2rag.errors import DamagedFileError, StoreDamagedError
 from llama_index_e2rag.disk.files import atomic_replace
 from llama_index_e2rag.disk.scratch import make_scratch_dir, remove_scratch_dir
 from llama_index_e2rag.graph.base import PAGE
-from llama_index_e2rag.graph.sql_pages import edge_pages, rowid_edge_pages
+from llama_index_e2rag.graph.sql_pages import edge_pages, rowid_edge_pages, story_pages
 from llama_index_e2rag.graph.sql_rows import ORDER
 from llama_index_e2rag.graph.sql_store import SQLGraphStore
-from llama_index_e2rag.schema import EdgeKind, GraphEdge
+from llama_index_e2rag.schema import EdgeKind, GraphEdge, GraphNode, NodeKind
 
 #: Prefix of a temporary graph's private folder (a killed build's is swept by the next one).
 SCRATCH_PREFIX = "e2rag-graph-"
@@ -52,6 +52,15 @@ class SQLiteGraphStore(SQLGraphStore):
     def is_temporary(self) -> bool:
         """True until the graph has a file of its own (before the first persist)."""
         return self._temp_dir is not None
+
+    def scan_nodes(
+        self, kind: Optional[NodeKind] = None, doc_id: Optional[str] = None, page: int = PAGE
+    ) -> Iterator[list[GraphNode]]:
+        """``nodes`` a page at a time in story order; without a kind, the kinds' scans merged
+        (``story_pages``: ids compare as SQLite's binary collation does, by code point)."""
+        if kind is None:
+            return story_pages(self._query, doc_id, page)
+        return super().scan_nodes(kind, doc_id, page)
 
     def scan_edges(
         self, kind: Optional[EdgeKind] = None, doc_id: Optional[str] = None, page: int = PAGE
