@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -46,6 +47,14 @@ _JOBS_LOCK = threading.Lock()
 _CURRENT_STOP: contextvars.ContextVar[Optional[threading.Event]] = contextvars.ContextVar(
     "e2rag_job_stop", default=None
 )
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def stopping() -> bool:

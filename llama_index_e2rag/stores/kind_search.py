@@ -13,9 +13,12 @@ rows the write added and removed (``vectors.nearest_graph``).
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from functools import partial
 from typing import Hashable, Sequence
 
+from llama_index_e2rag.background import available_cores, in_thread
 from llama_index_e2rag.schema import NodeKind
 from llama_index_e2rag.stores import read_model_file
 from llama_index_e2rag.stores.port import Stores
@@ -47,6 +50,9 @@ class _KindSearches:
 
 
 _SEARCHES: StateCache[_KindSearches] = StateCache(_KindSearches)
+#: Kinds whose graphs ``save_read_models`` builds at once (a 1M-word story has three large
+#: kinds, a 10M-word library six): two cores, two graphs.
+BUILDERS = 2
 
 
 def large(stores: Stores, kind: str) -> bool:
@@ -67,11 +73,29 @@ def search(
 
 
 def save_read_models(stores: Stores) -> None:
-    """Build (and save) the graph of every large kind of the stores' current content now, one
-    kind at a time: each graph and the vector pages read for it are let go before the next
-    (``read_model_file.save_now``), and a query reads the saved graph back."""
+    """Build (and save) the graph of every large kind of the stores' current content now, up
+    to ``BUILDERS`` kinds at a time on the cores this process may use. Each graph is built on
+    one thread (``nearest_graph.build_graph``), so it is the very graph a build alone makes, and
+    each graph and the vector pages read for it are let go before its thread takes the next
+    kind (``read_model_file.save_now``); a query reads the saved graph back."""
     with stores.reading():
-        for kind in NodeKind:
-            if large(stores, kind.value):
-                _opened(stores, kind.value)
-                stores.release_pages()
+        kinds = [kind.value for kind in NodeKind if large(stores, kind.value)]
+        if kinds:
+            asyncio.run(_build(stores, kinds, min(BUILDERS, available_cores(), len(kinds))))
+
+
+async def _build(stores: Stores, kinds: list[str], workers: int) -> None:
+    """The kinds' graphs, ``workers`` at once, each on a thread a Ctrl-C stops between blocks
+    of rows (``background.in_thread``)."""
+    todo = list(reversed(kinds))
+
+    def one(kind: str) -> None:
+        _opened(stores, kind)
+        stores.release_pages()
+
+    async def worker() -> None:
+        while todo:
+            kind = todo.pop()
+            await in_thread(partial(one, kind))
+
+    await asyncio.gather(*(worker() for _ in range(workers)))

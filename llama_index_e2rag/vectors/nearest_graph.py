@@ -26,6 +26,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
+from llama_index_e2rag.background import check
 from llama_index_e2rag.disk import array_files
 from llama_index_e2rag.vectors import nearest
 from llama_index_e2rag.vectors.nearest import NearestRows, one_thread
@@ -59,6 +60,7 @@ def build_graph(matrix: np.ndarray) -> Any:
     with one_thread():
         graph.train(next(_blocks(matrix[: min(len(matrix), 10_000)])))
         for block in _blocks(matrix):
+            check()  # a stopped build (Ctrl-C) ends between blocks
             graph.add(block)
     graph.hnsw.efSearch = nearest.EXPANSION_SEARCH
     return graph

@@ -82,3 +82,23 @@ def test_a_large_kind_is_searched_through_its_saved_graph(
 
 def exact_vector(minilm) -> list[float]:
     return minilm.get_query_embedding("Benjamin Bunny in the wood")
+
+
+def test_kinds_built_two_at_a_time_are_the_graphs_built_one_at_a_time(
+    store: Path, minilm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two kinds' graphs are built at once on two threads, each on one thread of its own: the
+    files are byte for byte those of one kind at a time."""
+    monkeypatch.setattr(kind_search, "available_cores", lambda: 2)
+    files = {}
+    for builders in (1, 2):
+        copy = Path(shutil.copytree(store, tmp_path / f"store-{builders}"))
+        stores = load_index(copy, embed_model=minilm).stores
+        monkeypatch.setattr(nearest, "ANN_MIN_ROWS", min(
+            stores.vectors.count(kind.value) for kind in KINDS))
+        monkeypatch.setattr(kind_search, "BUILDERS", builders)
+        kind_search.save_read_models(stores)
+        folder = copy / "e2rag" / read_model_file.READ_MODELS_DIR
+        files[builders] = {p.name: p.read_bytes() for p in sorted(folder.glob("kind-*"))}
+    assert len(files[1]) >= 2 * len(KINDS)  # a graph and its head per kind
+    assert files[2] == files[1]
