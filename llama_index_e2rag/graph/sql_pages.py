@@ -48,10 +48,11 @@ def story_pages(query: Query, doc_id: Optional[str], page: int) -> Iterator[list
 
 def edge_pages(
     query: Query, kind: Optional[EdgeKind], doc_id: Optional[str], page: int,
-    table: str = "e2rag_edges",
+    index: Optional[str] = None,
 ) -> Iterator[list[GraphEdge]]:
-    """Edges (of ``kind``, owned by ``doc_id``) ``page`` at a time in key order; ``table`` may
-    name the index to read them by (``SQLiteGraphStore.scan_edges``)."""
+    """Edges (of ``kind``, owned by ``doc_id``) ``page`` at a time in key order; ``index``
+    names the SQLite index to read them along (``SQLiteGraphStore.scan_edges``)."""
+    table = f"e2rag_edges INDEXED BY {index}" if index else "e2rag_edges"
     rows = keyset_pages(
         query, f"SELECT {EDGE_COLUMNS} FROM {table}", filters(kind=kind, doc_id=doc_id),
         ("source", "target", "kind", "role"), page, lambda row: tuple(row[:4]),

@@ -30,6 +30,8 @@ SCRATCH_PREFIX = "e2rag-graph-"
 GRAPH_FILE = "graph.sqlite"
 #: How long a connection waits for another process's write lock before failing.
 _BUSY_TIMEOUT_SECONDS = 60.0
+#: SQLite's own index of the edges' primary key (source, target, kind, role).
+_EDGE_KEY_INDEX = "sqlite_autoindex_e2rag_edges_1"
 
 
 class SQLiteGraphStore(SQLGraphStore):
@@ -70,8 +72,7 @@ class SQLiteGraphStore(SQLGraphStore):
         ``kind`` (or ``doc_id``) index and sorted every edge of it for each page, so a scan
         grew with the square of the kind (a 300k-word document's ``participates`` and
         ``co_mention`` edges: 13.3 s through that plan, 1.5 s along the key)."""
-        table = "e2rag_edges INDEXED BY sqlite_autoindex_e2rag_edges_1" if kind else "e2rag_edges"
-        return edge_pages(self._query, kind, doc_id, page, table)
+        return edge_pages(self._query, kind, doc_id, page, _EDGE_KEY_INDEX if kind else None)
 
     def scan_edges_listed(self, kind: EdgeKind, page: int = PAGE) -> Iterator[list[GraphEdge]]:
         """``edges(kind)`` in its (rowid) order, a page at a time."""

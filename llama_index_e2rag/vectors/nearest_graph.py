@@ -159,6 +159,7 @@ def _updated(
     if len(added):
         with one_thread():
             for start in range(0, len(added), ADD_ROWS):
+                check()  # as in build_graph
                 saved.graph.add(np.ascontiguousarray(
                     matrix[added[start : start + ADD_ROWS]], dtype=np.float32))
                 array_files.drop_pages(matrix)
